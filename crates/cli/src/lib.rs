@@ -1,0 +1,267 @@
+//! tlblab as a library: load scenarios, run them, compare variants, the demo.
+//! The `tlblab` binary is a thin clap front end over this.
+
+use machine::{CostProfile, Error, Scenario};
+use sim::{Report, Sim, SimOptions};
+use std::time::Instant;
+
+pub mod demo;
+
+/// Scenarios shipped with the binary, usable by name (`tlblab run default`).
+pub const BUNDLED: &[(&str, &str)] = &[
+    ("default", include_str!("../../../scenarios/default.toml")),
+    (
+        "flush-tlb-info-madvise",
+        include_str!("../../../scenarios/flush-tlb-info-madvise.toml"),
+    ),
+    (
+        "tlb-flush-threads",
+        include_str!("../../../scenarios/tlb-flush-threads.toml"),
+    ),
+    (
+        "tlb-flush-processes",
+        include_str!("../../../scenarios/tlb-flush-processes.toml"),
+    ),
+];
+
+/// Load a scenario from a file path, or a bundled one by name.
+pub fn load_scenario(arg: &str) -> Result<Scenario, Error> {
+    if let Ok(text) = std::fs::read_to_string(arg) {
+        return Scenario::from_toml(&text, arg);
+    }
+    let stem = arg
+        .trim_end_matches(".toml")
+        .rsplit('/')
+        .next()
+        .unwrap_or(arg);
+    match BUNDLED.iter().find(|(n, _)| *n == stem) {
+        Some((n, text)) => Scenario::from_toml(text, n),
+        None => {
+            Err(Error::Io(format!(
+            "scenario '{arg}': no such file, and no bundled scenario of that name (bundled: {})",
+            BUNDLED.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+        )))
+        }
+    }
+}
+
+/// How a run is carried out (not part of the scenario).
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub profile: Option<String>,
+    /// Refuse scenarios whose estimated host memory exceeds this (bytes).
+    pub max_memory: u64,
+    /// Show a progress bar on stderr when a run takes more than ~2 s.
+    pub progress: bool,
+    pub stop_on_violation: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            profile: None,
+            max_memory: default_max_memory(),
+            progress: false,
+            stop_on_violation: false,
+        }
+    }
+}
+
+/// Half of the host's RAM (from /proc/meminfo), or 8 GiB if unknown.
+pub fn default_max_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024 / 2)
+        .unwrap_or(8 << 30)
+}
+
+/// Load the cost profile a run uses.
+pub fn load_profile(path: Option<&str>) -> Result<CostProfile, Error> {
+    match path {
+        None => Ok(CostProfile::default_x86()),
+        Some(p) => {
+            let text =
+                std::fs::read_to_string(p).map_err(|e| Error::Io(format!("profile {p}: {e}")))?;
+            CostProfile::from_toml(&text, p)
+        }
+    }
+}
+
+/// Wall-clock facts about a run (never part of the deterministic report).
+#[derive(Clone, Copy, Debug)]
+pub struct WallStats {
+    pub seconds: f64,
+    pub events: u64,
+}
+
+impl WallStats {
+    pub fn events_per_sec(&self) -> f64 {
+        self.events as f64 / self.seconds.max(1e-9)
+    }
+}
+
+/// Build, check the memory estimate, simulate, report.
+pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<(Report, WallStats), Error> {
+    s.validate()?;
+    let need = workloads::estimate_bytes(s)?;
+    if need > opts.max_memory {
+        return Err(Error::TooBig(format!(
+            "scenario needs about {} MiB of host memory, more than --max-memory {} MiB",
+            need >> 20,
+            opts.max_memory >> 20
+        )));
+    }
+    let profile = load_profile(opts.profile.as_deref())?;
+    let world = workloads::build(s)?;
+    let expected: u64 =
+        world.tasks.iter().filter(|t| t.measured).count() as u64 * s.workload.iterations;
+    let sopts = SimOptions {
+        max_time_ns: s.machine.max_sim_time_ms * 1_000_000,
+        stop_on_violation: opts.stop_on_violation,
+        jitter_pct: s.machine.jitter_pct,
+        seed: s.seed,
+        ..SimOptions::default()
+    };
+    let mut sim = Sim::new(world, profile, sopts.clone());
+    let t0 = Instant::now();
+    let mut bar: Option<indicatif::ProgressBar> = None;
+    let show = opts.progress;
+    let end = sim.run(|sim| {
+        if !show || t0.elapsed().as_secs_f64() < 2.0 {
+            return;
+        }
+        let b = bar.get_or_insert_with(|| {
+            let b = indicatif::ProgressBar::with_draw_target(
+                Some(expected),
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            b.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} ops {msg}",
+                )
+                .expect("template"),
+            );
+            b
+        });
+        b.set_position(sim.ops_done.min(expected));
+        b.set_message(format!("{:.1} ms simulated", sim.now as f64 / 1e6));
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let wall = WallStats {
+        seconds: t0.elapsed().as_secs_f64(),
+        events: sim.events,
+    };
+    let mut report = Report::build(&sim, s.to_json(), end);
+    if !report.violations.is_empty() {
+        // Deterministic replay with tracing on: the same run, now keeping the
+        // events that led to each violation.
+        let world = workloads::build(s)?;
+        let mut replay = Sim::new(
+            world,
+            load_profile(opts.profile.as_deref())?,
+            SimOptions {
+                trace_depth: TRACE_DEPTH,
+                ..sopts
+            },
+        );
+        replay.run(|_| {});
+        report.violations = replay.violations.clone();
+    }
+    Ok((report, wall))
+}
+
+/// Events kept before each violation.
+pub const TRACE_DEPTH: usize = 24;
+
+/// A named variant of a base scenario: `key=value[,key=value...]`.
+pub fn apply_variant(base: &Scenario, spec: &str) -> Result<Scenario, Error> {
+    let mut s = base.clone();
+    for kv in spec.split(',').map(str::trim).filter(|kv| !kv.is_empty()) {
+        s.set(kv)?;
+    }
+    s.validate()?;
+    Ok(s)
+}
+
+/// Reads one metric from a report.
+pub type Metric = fn(&Report) -> f64;
+
+/// Metrics `compare` puts side by side: name and how to read it from a report.
+pub fn compare_rows() -> Vec<(&'static str, Metric)> {
+    fn op(r: &Report) -> Option<&sim::report::OpReport> {
+        r.main_op()
+    }
+    fn per_op(r: &Report, row: &str) -> f64 {
+        let n = op(r).map_or(0, |o| o.count).max(1) as f64;
+        r.interrupt_totals[row] as f64 / n
+    }
+    vec![
+        ("us/op (mean)", |r| {
+            op(r).map_or(0.0, |o| o.latency_ns.mean / 1000.0)
+        }),
+        ("p99 ns", |r| op(r).map_or(0.0, |o| o.latency_ns.p99 as f64)),
+        ("ops/s", |r| op(r).map_or(0.0, |o| o.per_sec)),
+        ("TLB total", |r| r.interrupt_totals["TLB"] as f64),
+        ("CAL total", |r| r.interrupt_totals["CAL"] as f64),
+        ("TLB per op", |r| per_op(r, "TLB")),
+        ("CAL per op", |r| per_op(r, "CAL")),
+        ("remote_send_ipi", |r| r.tlb_flush["remote_send_ipi"] as f64),
+        ("flush us (mean)", |r| {
+            r.ops
+                .iter()
+                .find(|o| o.name == "flush_tlb_mm_range")
+                .map_or(0.0, |o| o.latency_ns.mean / 1000.0)
+        }),
+        ("violations", |r| r.violations.len() as f64),
+    ]
+}
+
+/// Render a comparison table: one column per run, ratios against the first.
+pub fn compare_table(labels: &[String], reports: &[Report]) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let w = labels
+        .iter()
+        .map(|l| l.len())
+        .max()
+        .unwrap_or(8)
+        .clamp(12, 48);
+    let _ = write!(s, "{:<18}", "metric");
+    for l in labels {
+        let _ = write!(s, " | {l:>w$}");
+    }
+    let _ = writeln!(s);
+    for (name, f) in compare_rows() {
+        let base = f(&reports[0]);
+        let _ = write!(s, "{name:<18}");
+        for (i, r) in reports.iter().enumerate() {
+            let v = f(r);
+            let cell = if i == 0 || base == 0.0 {
+                fmt_num(v)
+            } else {
+                format!("{} ({:+.2}%)", fmt_num(v), (v / base - 1.0) * 100.0)
+            };
+            let _ = write!(s, " | {cell:>w$}");
+        }
+        let _ = writeln!(s);
+    }
+    s
+}
+
+fn fmt_num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else if v.abs() >= 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.4}")
+    }
+}

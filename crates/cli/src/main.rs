@@ -1,0 +1,213 @@
+//! The `tlblab` command line.
+
+use clap::{Parser, Subcommand};
+use machine::{scenario::Size, Cost, CostProfile, Error, Scenario};
+use std::process::ExitCode;
+use tlblab::{apply_variant, compare_table, load_scenario, run_scenario, RunOptions};
+
+#[derive(Parser)]
+#[command(
+    name = "tlblab",
+    version,
+    about = "A lab for Linux TLB-flush strategies: simulate, check, measure"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(clap::Args, Clone)]
+struct Common {
+    /// Override a scenario field: dotted.key=value (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Use this cost profile instead of the bundled one.
+    #[arg(long, value_name = "FILE")]
+    profile: Option<String>,
+    /// Refuse scenarios estimated to need more host memory (default: half of RAM).
+    #[arg(long, value_name = "SIZE")]
+    max_memory: Option<String>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Stop at the first invariant violation.
+    #[arg(long)]
+    stop_on_violation: bool,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Simulate one scenario (a file, a bundled name, or --workload).
+    Run {
+        /// Scenario file or bundled scenario name.
+        scenario: Option<String>,
+        /// Run this workload on the default scenario instead.
+        #[arg(long)]
+        workload: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Run a scenario and variants of it side by side.
+    Compare {
+        scenario: Option<String>,
+        #[arg(long)]
+        workload: Option<String>,
+        /// A variant: "key=value[,key=value...]" (repeatable).
+        #[arg(long = "vs", value_name = "KEY=VALUE,...", required = true)]
+        vs: Vec<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// List workloads, switches, bundled scenarios and cost-profile entries.
+    List,
+    /// Every seed result built so far, as tables like the cover letters'.
+    Demo {
+        /// Iterations of the madvise experiment (others scale from it).
+        #[arg(long, default_value_t = 20000)]
+        iterations: u64,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match real_main(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tlblab: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn scenario_of(
+    arg: Option<&str>,
+    workload: Option<&str>,
+    common: &Common,
+) -> Result<Scenario, Error> {
+    let mut s = match arg {
+        Some(a) => load_scenario(a)?,
+        None => load_scenario("default")?,
+    };
+    if let Some(w) = workload {
+        workloads::find(w)?;
+        s.workload.name = w.to_string();
+        s.name = w.to_string();
+    }
+    for kv in &common.set {
+        s.set(kv)?;
+    }
+    s.validate()?;
+    Ok(s)
+}
+
+fn options(common: &Common) -> Result<RunOptions, Error> {
+    let mut o = RunOptions {
+        profile: common.profile.clone(),
+        progress: !common.json,
+        ..RunOptions::default()
+    };
+    if let Some(m) = &common.max_memory {
+        o.max_memory = Size::parse(m)
+            .map_err(|e| Error::Config(format!("--max-memory: {e}")))?
+            .0;
+    }
+    o.stop_on_violation = common.stop_on_violation;
+    Ok(o)
+}
+
+fn real_main(cli: Cli) -> Result<(), Error> {
+    match cli.cmd {
+        Cmd::Run {
+            scenario,
+            workload,
+            common,
+        } => {
+            let s = scenario_of(scenario.as_deref(), workload.as_deref(), &common)?;
+            let (r, wall) = run_scenario(&s, &options(&common)?)?;
+            if common.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&r).expect("report serialises")
+                );
+            } else {
+                print!("{}", r.text());
+                eprintln!(
+                    "  wall {:.3} s, {:.2} M events/s",
+                    wall.seconds,
+                    wall.events_per_sec() / 1e6
+                );
+            }
+        }
+        Cmd::Compare {
+            scenario,
+            workload,
+            vs,
+            common,
+        } => {
+            let base = scenario_of(scenario.as_deref(), workload.as_deref(), &common)?;
+            let opts = options(&common)?;
+            let mut labels = vec!["as given".to_string()];
+            let mut scenarios = vec![base.clone()];
+            for v in &vs {
+                scenarios.push(apply_variant(&base, v)?);
+                labels.push(v.clone());
+            }
+            let mut reports = Vec::new();
+            for s in &scenarios {
+                reports.push(run_scenario(s, &opts)?.0);
+            }
+            if common.json {
+                let runs: Vec<_> = labels
+                    .iter()
+                    .zip(&reports)
+                    .map(|(l, r)| serde_json::json!({"label": l, "report": r}))
+                    .collect();
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({"runs": runs})).expect("json")
+                );
+            } else {
+                println!(
+                    "scenario {} ({} CPUs, workload {})",
+                    base.name, base.machine.cpus, base.workload.name
+                );
+                print!("{}", compare_table(&labels, &reports));
+            }
+        }
+        Cmd::List => {
+            println!("workloads:");
+            for w in workloads::catalogue() {
+                println!(
+                    "  {:<22} {}\n  {:<22} keys: {}",
+                    w.name, w.about, "", w.keys
+                );
+            }
+            println!("\nswitches (--set key=value):");
+            for (k, v, about) in Scenario::switches() {
+                println!("  {k:<36} {v:<42} {about}");
+            }
+            println!("\nbundled scenarios:");
+            for (n, _) in tlblab::BUNDLED {
+                println!("  {n}");
+            }
+            let p = CostProfile::default_x86();
+            println!("\ncost profile '{}' ({}):", p.name, p.description);
+            for c in Cost::ALL {
+                println!("  {:<24} {:>8.1} ns  {}", c.name(), p.ns(*c), p.source(*c));
+            }
+        }
+        Cmd::Demo { iterations } => {
+            if iterations == 0 || iterations > 10_000_000 {
+                return Err(Error::Range(format!(
+                    "--iterations {iterations} (allowed 1..=10000000)"
+                )));
+            }
+            let opts = RunOptions {
+                progress: true,
+                ..RunOptions::default()
+            };
+            print!("{}", tlblab::demo::demo(&opts, iterations)?);
+        }
+    }
+    Ok(())
+}

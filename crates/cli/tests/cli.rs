@@ -1,0 +1,122 @@
+//! The binary: exit codes, one-line errors, `--json` shape.
+use std::process::Command;
+
+fn tlblab(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tlblab"))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let dir = std::env::temp_dir().join(format!("tlblab-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "[machine\ncpus = 4\n").unwrap();
+    let unknown = dir.join("unknown.toml");
+    std::fs::write(&unknown, "[machine]\ncpuz = 4\n").unwrap();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["run", "--set", "machine.cpuz=4"],
+        vec!["run", "--set", "machine.cpus=0"],
+        vec!["run", "--set", "machine.cpus=5000"],
+        vec!["run", "--set", "machine.cpus=lots"],
+        vec!["run", "--set", "workload.size=12parsecs"],
+        vec!["run", "--set", "x86.flush_tlb_info=heap"],
+        vec!["run", "--workload", "nosuch"],
+        vec!["run", "no/such/file.toml"],
+        vec!["run", bad.to_str().unwrap()],
+        vec!["run", unknown.to_str().unwrap()],
+        vec!["run", "--max-memory", "64KiB"],
+        vec!["run", "--set", "workload.threads=8"],
+        vec![
+            "run",
+            "--set",
+            "machine.memory=64TiB",
+            "--set",
+            "workload.size=32TiB",
+            "--set",
+            "workload.name=tlb_flush_threads",
+        ],
+        vec!["compare", "--vs", "x86.nope=1"],
+    ];
+    for args in cases {
+        let (code, out, err) = tlblab(&args);
+        assert_eq!(code, 2, "{args:?}: stdout {out} stderr {err}");
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{args:?}: one line: {err}"
+        );
+        assert!(err.starts_with("tlblab: "), "{args:?}: {err}");
+        assert!(!err.contains("panicked"));
+    }
+}
+
+#[test]
+fn json_is_one_object_with_the_contract_keys() {
+    let (code, out, _) = tlblab(&["run", "--json", "--set", "workload.iterations=200"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("exactly one JSON object");
+    for k in [
+        "scenario",
+        "sim_time_ns",
+        "events",
+        "interrupts",
+        "tlb_flush",
+        "ops",
+        "spurious_faults",
+        "violations",
+        "arch",
+    ] {
+        assert!(v.get(k).is_some(), "missing {k}");
+    }
+    for row in ["TLB", "CAL", "RES"] {
+        assert_eq!(v["interrupts"][row].as_array().unwrap().len(), 8);
+    }
+    for r in [
+        "task_switch",
+        "remote_shootdown",
+        "local_shootdown",
+        "local_mm_shootdown",
+        "remote_send_ipi",
+    ] {
+        assert!(v["tlb_flush"].get(r).is_some(), "missing reason {r}");
+    }
+    let op = &v["ops"][0];
+    for k in ["name", "count", "per_sec", "latency_ns"] {
+        assert!(op.get(k).is_some());
+    }
+    for k in ["mean", "stddev", "p50", "p99", "p999", "max"] {
+        assert!(op["latency_ns"].get(k).is_some());
+    }
+    assert_eq!(
+        v["scenario"]["x86"]["flush_tlb_info"], "percpu",
+        "switches are in the resolved scenario"
+    );
+}
+
+#[test]
+fn compare_and_list_work() {
+    let (code, out, err) = tlblab(&[
+        "compare",
+        "--set",
+        "workload.iterations=300",
+        "--vs",
+        "x86.flush_tlb_info=stack_unaligned",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("us/op") && out.contains("stack_unaligned"));
+    let (code, out, _) = tlblab(&["list"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("madvise_dontneed")
+            && out.contains("x86.flush_tlb_info")
+            && out.contains("invlpg")
+    );
+}

@@ -1,0 +1,29 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use machine::Scenario;
+use sim::Report;
+use tlblab::{load_scenario, run_scenario, RunOptions};
+
+/// A bundled scenario with `--set` overrides applied.
+pub fn scenario(name: &str, sets: &[&str]) -> Scenario {
+    let mut s = load_scenario(name).expect("bundled scenario");
+    for kv in sets {
+        s.set(kv).expect("valid override");
+    }
+    s
+}
+
+pub fn run(s: &Scenario) -> Report {
+    run_scenario(s, &RunOptions::default())
+        .expect("run succeeds")
+        .0
+}
+
+pub fn total(r: &Report, row: &str) -> u64 {
+    r.interrupt_totals[row]
+}
+
+pub fn ops(r: &Report) -> u64 {
+    r.main_op().expect("a measured op").count
+}

@@ -1,0 +1,2 @@
+//! Architecture code (`arch/`).
+pub mod x86;

@@ -1,0 +1,2 @@
+//! `arch/x86/mm`.
+pub mod tlb;

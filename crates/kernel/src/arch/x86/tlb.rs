@@ -1,0 +1,508 @@
+//! arch/x86/mm/tlb.c: TLB shootdowns, lazy TLB and PCID management.
+//!
+//! Generations: every flush request bumps `mm->context.tlb_gen`; each CPU
+//! remembers in `cpu_tlbstate.ctxs[asid].tlb_gen` how far its TLB has caught
+//! up. `flush_tlb_func` uses the pair to skip redundant work, to flush only
+//! the requested pages when it is exactly one generation behind, and to fall
+//! back to a full flush otherwise.
+
+use crate::effects::{Effects, Label, Stat};
+use crate::kernel_smp::{CallFunc, Cond, SmpCallFunctionManyCond};
+use crate::world::{layout, Flow, FlushReason, Frame, World};
+use crate::{MmId, TaskId, INIT_MM, TLB_FLUSH_ALL, TLB_GENERATION_INVALID};
+use machine::scenario::FlushTlbInfoPlacement;
+use machine::{Cost, CpuId, PAGE_SHIFT};
+
+/// `TLB_NR_DYN_ASIDS`.
+pub const TLB_NR_DYN_ASIDS: usize = 6;
+/// `HZ` worth of nanoseconds: `should_trim_cpumask` trims once a second.
+const TRIM_INTERVAL_NS: u64 = 1_000_000_000;
+/// Op id of the `flush_tlb_mm_range` span (registered first in every world).
+pub const OP_FLUSH_TLB_MM_RANGE: u16 = 0;
+
+/// `struct tlb_context`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TlbContext {
+    pub ctx_id: u64,
+    pub tlb_gen: u64,
+}
+
+/// `struct tlb_state` plus `tlb_state_shared.is_lazy`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TlbState {
+    pub loaded_mm: MmId,
+    pub loaded_mm_asid: u16,
+    pub next_asid: u16,
+    pub is_lazy: bool,
+    pub ctxs: [TlbContext; TLB_NR_DYN_ASIDS],
+}
+
+impl TlbState {
+    /// Boot state: `init_mm` in ASID 0 (`initialize_tlbstate_and_flush`).
+    pub fn new() -> Self {
+        let mut ctxs = [TlbContext::default(); TLB_NR_DYN_ASIDS];
+        ctxs[0] = TlbContext {
+            ctx_id: 0,
+            tlb_gen: 1,
+        };
+        TlbState {
+            loaded_mm: INIT_MM,
+            loaded_mm_asid: 0,
+            next_asid: 1,
+            is_lazy: false,
+            ctxs,
+        }
+    }
+}
+
+impl Default for TlbState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// `struct flush_tlb_info`. `mm == None` is a kernel-range flush.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FlushTlbInfo {
+    pub mm: Option<MmId>,
+    pub start: u64,
+    pub end: u64,
+    pub new_tlb_gen: u64,
+    pub initiating_cpu: CpuId,
+    pub stride_shift: u8,
+    pub freed_tables: bool,
+    pub trim_cpumask: bool,
+}
+
+/// Size of `struct flush_tlb_info`: 4 × u64 + u32 + 3 × u8 = 35 bytes,
+/// padded to 40; `__aligned(64)` (the seed's stack variant, and the per-CPU
+/// `DEFINE_PER_CPU_SHARED_ALIGNED` slot) rounds it up to one line.
+pub const FLUSH_TLB_INFO_SIZE: u64 = 40;
+
+/// Where the `flush_tlb_info` that a flush passes to its targets lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InfoRef {
+    /// `this_cpu_ptr(&flush_tlb_info)` of that CPU.
+    PerCpu(CpuId),
+    /// `flush_tlb_mm_range`'s stack frame in that task.
+    Stack(TaskId),
+}
+
+/// The cache lines a reader of `r` touches: start address and length.
+pub fn info_lines(w: &World, r: InfoRef) -> (u64, u64) {
+    match r {
+        InfoRef::PerCpu(c) => (layout::percpu_flush_tlb_info(c), FLUSH_TLB_INFO_SIZE),
+        InfoRef::Stack(t) => match w.cfg.flush_tlb_info {
+            FlushTlbInfoPlacement::StackUnaligned => (
+                layout::stack_frame(t) + w.cfg.flush_tlb_info_stack_offset,
+                FLUSH_TLB_INFO_SIZE,
+            ),
+            _ => (layout::stack_frame(t), FLUSH_TLB_INFO_SIZE),
+        },
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Pc {
+    /// `get_cpu()`, `inc_mm_tlb_gen()`, `get_flush_tlb_info()`.
+    Start,
+    /// Pick `flush_tlb_multi` or a local `flush_tlb_func`.
+    Dispatch,
+    /// `put_flush_tlb_info()`, `put_cpu()`.
+    Done,
+}
+
+/// `flush_tlb_mm_range(mm, start, end, stride_shift, freed_tables)` in progress.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FlushTlbMmRange {
+    pub mm: MmId,
+    pub start: u64,
+    pub end: u64,
+    pub stride_shift: u8,
+    pub freed_tables: bool,
+    pub info: Option<InfoRef>,
+    pub pc: Pc,
+}
+
+impl FlushTlbMmRange {
+    pub fn new(mm: MmId, start: u64, end: u64, stride_shift: u32, freed_tables: bool) -> Self {
+        FlushTlbMmRange {
+            mm,
+            start,
+            end,
+            stride_shift: stride_shift as u8,
+            freed_tables,
+            info: None,
+            pc: Pc::Start,
+        }
+    }
+
+    /// arch/x86/mm/tlb.c: `flush_tlb_mm_range`.
+    pub fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
+        match self.pc {
+            Pc::Start => {
+                fx.stat(Stat::OpBegin(task, OP_FLUSH_TLB_MM_RANGE));
+                w.cpus[cpu as usize].preempt_count += 1;
+                let new_tlb_gen = inc_mm_tlb_gen(w, self.mm, fx);
+                self.info = Some(get_flush_tlb_info(
+                    w,
+                    cpu,
+                    task,
+                    self.mm,
+                    self.start,
+                    self.end,
+                    self.stride_shift,
+                    self.freed_tables,
+                    new_tlb_gen,
+                    fx,
+                ));
+                self.pc = Pc::Dispatch;
+                Flow::Yield
+            }
+            Pc::Dispatch => {
+                let info = self.info.expect("info set at Start");
+                self.pc = Pc::Done;
+                let n = w.cfg.nr_cpus as u64;
+                fx.lines(layout::mm_cpumask(self.mm, 0), n.div_ceil(8), false);
+                if w.mms[self.mm as usize].cpumask.any_but(cpu) {
+                    let trim = should_trim_cpumask(w, self.mm);
+                    set_info(w, info, |f| f.trim_cpumask = trim);
+                    let mask = w.mms[self.mm as usize].cpumask.clone();
+                    return native_flush_tlb_multi(w, mask, info);
+                }
+                if w.cpus[cpu as usize].tlbstate.loaded_mm == self.mm {
+                    // local_irq_disable(); flush_tlb_func(info); local_irq_enable();
+                    flush_tlb_func(w, cpu, info, fx);
+                    return Flow::Yield;
+                }
+                Flow::Continue
+            }
+            Pc::Done => {
+                w.cpus[cpu as usize].preempt_count -= 1;
+                fx.stat(Stat::OpEnd(task, OP_FLUSH_TLB_MM_RANGE));
+                Flow::Return
+            }
+        }
+    }
+}
+
+/// arch/x86/include/asm/mmu_context.h: `inc_mm_tlb_gen`: `atomic64_inc_return`
+/// on `mm->context.tlb_gen`, a full barrier that pairs with the read in
+/// `switch_mm_irqs_off`.
+pub fn inc_mm_tlb_gen(w: &mut World, mm: MmId, fx: &mut Effects) -> u64 {
+    fx.cost(Cost::AtomicOp, 1);
+    fx.write(layout::mm_tlb_gen(mm));
+    let m = &mut w.mms[mm as usize];
+    m.tlb_gen += 1;
+    fx.label(Label::IncMmTlbGen { mm, gen: m.tlb_gen });
+    m.tlb_gen
+}
+
+/// arch/x86/mm/tlb.c: `get_flush_tlb_info` / `init_flush_tlb_info`: fill the
+/// per-CPU struct (upstream) or the caller's stack struct (seed a), turning
+/// ranges over `tlb_single_page_flush_ceiling` pages into a full flush.
+#[allow(clippy::too_many_arguments)]
+pub fn get_flush_tlb_info(
+    w: &mut World,
+    cpu: CpuId,
+    task: TaskId,
+    mm: MmId,
+    mut start: u64,
+    mut end: u64,
+    stride_shift: u8,
+    freed_tables: bool,
+    new_tlb_gen: u64,
+    fx: &mut Effects,
+) -> InfoRef {
+    if end != TLB_FLUSH_ALL && (end - start) >> stride_shift > w.cfg.tlb_single_page_flush_ceiling {
+        start = 0;
+        end = TLB_FLUSH_ALL;
+    }
+    let info = FlushTlbInfo {
+        mm: Some(mm),
+        start,
+        end,
+        new_tlb_gen,
+        initiating_cpu: cpu,
+        stride_shift,
+        freed_tables,
+        trim_cpumask: false,
+    };
+    let r = match w.cfg.flush_tlb_info {
+        FlushTlbInfoPlacement::Percpu => InfoRef::PerCpu(cpu),
+        _ => InfoRef::Stack(task),
+    };
+    set_info(w, r, |f| *f = info);
+    fx.cost(Cost::FlushInfoInit, 1);
+    let (addr, len) = info_lines(w, r);
+    fx.lines(addr, len, true);
+    r
+}
+
+fn set_info(w: &mut World, r: InfoRef, f: impl FnOnce(&mut FlushTlbInfo)) {
+    match r {
+        InfoRef::PerCpu(c) => f(&mut w.cpus[c as usize].flush_info),
+        InfoRef::Stack(t) => f(&mut w.tasks[t as usize].stack_info),
+    }
+}
+
+/// arch/x86/mm/tlb.c: `should_trim_cpumask`: once per `HZ`, let a flush clear
+/// CPUs that no longer run the mm from `mm_cpumask`.
+fn should_trim_cpumask(w: &mut World, mm: MmId) -> bool {
+    let now = w.now;
+    let m = &mut w.mms[mm as usize];
+    if now > m.next_trim_cpumask {
+        m.next_trim_cpumask = now + TRIM_INTERVAL_NS;
+        true
+    } else {
+        false
+    }
+}
+
+/// arch/x86/mm/tlb.c: `native_flush_tlb_multi`: trace `TLB_REMOTE_SEND_IPI`,
+/// then IPI every CPU in the mask when page tables were freed (lazy CPUs
+/// may walk them speculatively), else only those `should_flush_tlb` picks.
+pub fn native_flush_tlb_multi(w: &mut World, mask: machine::CpuMask, info: InfoRef) -> Flow {
+    w.counters.tlb_flush[FlushReason::RemoteSendIpi as usize] += 1;
+    let freed_tables = w.flush_info(info).freed_tables;
+    let cond = if freed_tables {
+        Cond::Always
+    } else {
+        Cond::ShouldFlushTlb
+    };
+    Flow::Call(Frame::SmpCallFunctionManyCond(
+        SmpCallFunctionManyCond::new(mask, CallFunc::FlushTlbFunc(info), cond),
+    ))
+}
+
+/// arch/x86/mm/tlb.c: `should_flush_tlb`: is `cpu` worth an IPI for `info`?
+/// Reads the target's `cpu_tlbstate_shared.is_lazy` and `loaded_mm` lines.
+pub fn should_flush_tlb(w: &World, cpu: CpuId, info: InfoRef, fx: &mut Effects) -> bool {
+    let ts = &w.cpus[cpu as usize].tlbstate;
+    fx.read(layout::cpu_tlbstate_shared(cpu));
+    if ts.is_lazy {
+        return false;
+    }
+    let f = w.flush_info(info);
+    let Some(mm) = f.mm else {
+        return true;
+    };
+    fx.read(layout::cpu_tlbstate(cpu));
+    ts.loaded_mm == mm || f.trim_cpumask
+}
+
+/// arch/x86/mm/tlb.c: `flush_tlb_func`: bring this CPU's TLB up to date
+/// with `mm->context.tlb_gen`, partially if exactly one generation behind on
+/// a range, fully otherwise. Runs with IRQs off (IPI handler or local call).
+pub fn flush_tlb_func(w: &mut World, cpu: CpuId, r: InfoRef, fx: &mut Effects) {
+    fx.cost(Cost::FlushTlbFuncFixed, 1);
+    let (addr, len) = info_lines(w, r);
+    fx.lines(addr, len, false);
+    let f = *w.flush_info(r);
+    let c = cpu as usize;
+    let local = f.initiating_cpu == cpu;
+    let loaded_mm = w.cpus[c].tlbstate.loaded_mm;
+    let asid = w.cpus[c].tlbstate.loaded_mm_asid;
+    if !local {
+        w.counters.irq_tlb[c] += 1;
+    }
+    let fmm = f.mm.unwrap_or(INIT_MM);
+    if f.mm.is_some() && fmm != loaded_mm {
+        // The CPU was left in the mm_cpumask of the target mm. Clear it.
+        w.mms[fmm as usize].cpumask.clear(cpu);
+        fx.write(layout::mm_cpumask(fmm, cpu));
+        w.counters.tlb_flush[FlushReason::RemoteWrongCpu as usize] += 1;
+        fx.label(Label::FlushTlbFuncSkip {
+            mm: fmm,
+            why: "mm not loaded: cleared from mm_cpumask",
+        });
+        return;
+    }
+    if loaded_mm == INIT_MM {
+        return;
+    }
+    if w.cpus[c].tlbstate.is_lazy {
+        // Lazy: switch to init_mm rather than flush, so the paging-structure
+        // caches cannot walk freed tables speculatively.
+        switch_mm_irqs_off(w, cpu, INIT_MM, fx);
+        return;
+    }
+    let local_tlb_gen = w.cpus[c].tlbstate.ctxs[asid as usize].tlb_gen;
+    if f.new_tlb_gen != TLB_GENERATION_INVALID && f.new_tlb_gen <= local_tlb_gen {
+        fx.label(Label::FlushTlbFuncSkip {
+            mm: fmm,
+            why: "already up to date with this request",
+        });
+        return;
+    }
+    fx.read(layout::mm_tlb_gen(loaded_mm));
+    let mm_tlb_gen = w.mms[loaded_mm as usize].tlb_gen;
+    let reason = if !local {
+        FlushReason::RemoteShootdown
+    } else if f.mm.is_none() {
+        FlushReason::LocalShootdown
+    } else {
+        FlushReason::LocalMmShootdown
+    };
+    if local_tlb_gen == mm_tlb_gen {
+        w.counters.tlb_flush[reason as usize] += 1;
+        fx.label(Label::FlushTlbFuncSkip {
+            mm: fmm,
+            why: "caught up by a concurrent flush",
+        });
+        return;
+    }
+    if local_tlb_gen > mm_tlb_gen {
+        w.violation(
+            4,
+            cpu,
+            0,
+            format!("CPU{cpu} tlb_gen {local_tlb_gen} is ahead of mm{loaded_mm}'s {mm_tlb_gen}"),
+        );
+    }
+    let nr_invalidate;
+    if !local && w.cfg.inject.skip_flush_in_flush_tlb_func {
+        // Injected bug: catch the generation up without touching the TLB.
+        nr_invalidate = 0;
+    } else if f.end != TLB_FLUSH_ALL
+        && f.new_tlb_gen == local_tlb_gen + 1
+        && f.new_tlb_gen == mm_tlb_gen
+    {
+        // Partial flush: one INVLPG per stride.
+        let stride = 1u64 << f.stride_shift;
+        let mut a = f.start;
+        let mut n = 0u32;
+        while a < f.end {
+            w.cpus[c].tlb.flush_one(asid, a);
+            a += stride;
+            n += 1;
+        }
+        w.counters.invlpg += n as u64;
+        fx.cost(Cost::Invlpg, n);
+        nr_invalidate = n as u64;
+    } else {
+        w.cpus[c].tlb.flush_asid(asid);
+        w.counters.full_flushes += 1;
+        fx.cost(Cost::FlushTlbLocal, 1);
+        nr_invalidate = TLB_FLUSH_ALL;
+    }
+    w.cpus[c].tlbstate.ctxs[asid as usize].tlb_gen = mm_tlb_gen;
+    w.counters.tlb_flush[reason as usize] += 1;
+    fx.label(Label::FlushTlbFunc {
+        mm: loaded_mm,
+        local,
+        pages: nr_invalidate,
+    });
+}
+
+/// arch/x86/mm/tlb.c: `choose_new_asid`: reuse the slot that already holds
+/// `next`'s context, else take the next of `TLB_NR_DYN_ASIDS` round-robin.
+fn choose_new_asid(w: &mut World, cpu: CpuId, next: MmId, next_tlb_gen: u64) -> (u16, bool) {
+    if !w.cfg.pcid {
+        return (0, true);
+    }
+    let ctx_id = w.mms[next as usize].ctx_id;
+    let ts = &mut w.cpus[cpu as usize].tlbstate;
+    for (asid, ctx) in ts.ctxs.iter().enumerate() {
+        if ctx.ctx_id == ctx_id {
+            return (asid as u16, ctx.tlb_gen < next_tlb_gen);
+        }
+    }
+    let mut asid = ts.next_asid;
+    ts.next_asid += 1;
+    if asid as usize >= TLB_NR_DYN_ASIDS {
+        asid = 0;
+        ts.next_asid = 1;
+    }
+    (asid, true)
+}
+
+/// arch/x86/mm/tlb.c: `switch_mm_irqs_off`: load `next`, flushing its ASID
+/// slot if it is behind `next->context.tlb_gen`; returning from lazy mode to
+/// the same mm checks the generation too.
+pub fn switch_mm_irqs_off(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) -> bool {
+    let c = cpu as usize;
+    let prev = w.cpus[c].tlbstate.loaded_mm;
+    let prev_asid = w.cpus[c].tlbstate.loaded_mm_asid;
+    let was_lazy = w.cpus[c].tlbstate.is_lazy;
+    if was_lazy {
+        fx.write(layout::cpu_tlbstate_shared(cpu));
+    }
+    w.cpus[c].tlbstate.is_lazy = false;
+    let (new_asid, need_flush, next_tlb_gen);
+    if prev == next {
+        if !was_lazy {
+            return false;
+        }
+        // Back from lazy mode: smp_mb(), then is the TLB still current?
+        fx.read(layout::mm_tlb_gen(next));
+        next_tlb_gen = w.mms[next as usize].tlb_gen;
+        if w.cpus[c].tlbstate.ctxs[prev_asid as usize].tlb_gen == next_tlb_gen {
+            return false;
+        }
+        new_asid = prev_asid;
+        need_flush = true;
+    } else {
+        // Start receiving IPIs, then read tlb_gen (pairs with inc_mm_tlb_gen).
+        if next != INIT_MM && !w.mms[next as usize].cpumask.test(cpu) {
+            w.mms[next as usize].cpumask.set(cpu);
+            fx.write(layout::mm_cpumask(next, cpu));
+        }
+        fx.read(layout::mm_tlb_gen(next));
+        next_tlb_gen = w.mms[next as usize].tlb_gen;
+        (new_asid, need_flush) = choose_new_asid(w, cpu, next, next_tlb_gen);
+    }
+    let ctx_id = w.mms[next as usize].ctx_id;
+    let ts = &mut w.cpus[c].tlbstate;
+    if need_flush {
+        ts.ctxs[new_asid as usize] = TlbContext {
+            ctx_id,
+            tlb_gen: next_tlb_gen,
+        };
+        w.cpus[c].tlb.flush_asid(new_asid);
+        w.counters.full_flushes += 1;
+        fx.cost(Cost::FlushTlbLocal, 1);
+    } else {
+        fx.cost(Cost::Cr3Write, 1);
+    }
+    w.counters.cr3_writes += 1;
+    w.counters.tlb_flush[FlushReason::TaskSwitch as usize] += 1;
+    let ts = &mut w.cpus[c].tlbstate;
+    ts.loaded_mm = next;
+    ts.loaded_mm_asid = new_asid;
+    fx.write(layout::cpu_tlbstate(cpu));
+    fx.label(Label::SwitchMm {
+        from: prev,
+        to: next,
+        flush: need_flush,
+    });
+    need_flush
+}
+
+/// arch/x86/mm/tlb.c: `enter_lazy_tlb`: a kernel thread (or idle) keeps the
+/// previous user mm loaded and only marks the CPU lazy.
+pub fn enter_lazy_tlb(w: &mut World, cpu: CpuId, fx: &mut Effects) {
+    let ts = &mut w.cpus[cpu as usize].tlbstate;
+    if ts.loaded_mm == INIT_MM {
+        return;
+    }
+    ts.is_lazy = true;
+    fx.write(layout::cpu_tlbstate_shared(cpu));
+    fx.label(Label::EnterLazy { mm: ts.loaded_mm });
+}
+
+/// arch/x86/include/asm/tlb.h: `tlb_flush`: `flush_tlb_mm_range(tlb->mm,
+/// start, end, stride_shift, tlb->freed_tables)` for what the gather covered.
+pub fn tlb_flush(w: &World, task: TaskId) -> Flow {
+    let g = &w.tasks[task as usize].gather;
+    if !g.needs_flush() {
+        return Flow::Continue;
+    }
+    Flow::Call(Frame::FlushTlbMmRange(FlushTlbMmRange::new(
+        g.mm,
+        g.start,
+        g.end,
+        PAGE_SHIFT,
+        g.freed_tables,
+    )))
+}

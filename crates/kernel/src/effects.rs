@@ -1,0 +1,260 @@
+//! What a step did, for the driver to price and to trace.
+//!
+//! A step appends *charges* (cost classes and cache-line accesses) in program
+//! order; IPIs sent, wake-ups and timed statistics carry a *mark*, the number
+//! of charges before them, so the driver knows at which offset inside the
+//! step they happened.
+
+use crate::{MmId, TaskId};
+use machine::{Cost, CpuId, Pfn};
+use std::fmt;
+
+/// One priced item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Charge {
+    Cost(Cost, u32),
+    /// A cache-line access; `batch` = issued together with the previous line.
+    Line {
+        addr: u64,
+        write: bool,
+        batch: bool,
+    },
+    /// Plain user computation of the given length.
+    Ns(u32),
+}
+
+/// A statistic whose time the driver records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stat {
+    /// Task starts measured operation `op`.
+    OpBegin(TaskId, u16),
+    /// Task ends measured operation `op`.
+    OpEnd(TaskId, u16),
+    /// A measured task finished its iterations.
+    Done(TaskId),
+}
+
+/// A short description of a visible action, for traces and counterexamples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Label {
+    UserAccess {
+        va: u64,
+        write: bool,
+        hit: bool,
+    },
+    PageFault {
+        va: u64,
+        write: bool,
+    },
+    DoAnonymousPage {
+        va: u64,
+        pfn: Pfn,
+    },
+    SpuriousFault {
+        va: u64,
+    },
+    ZapPtes {
+        mm: MmId,
+        start: u64,
+        end: u64,
+        pages: u32,
+    },
+    FreePages {
+        n: u32,
+        first: Pfn,
+    },
+    FreeTable {
+        pfn: Pfn,
+    },
+    IncMmTlbGen {
+        mm: MmId,
+        gen: u64,
+    },
+    SendIpis {
+        n: u32,
+        first: CpuId,
+    },
+    FlushTlbFunc {
+        mm: MmId,
+        local: bool,
+        pages: u64,
+    },
+    FlushTlbFuncSkip {
+        mm: MmId,
+        why: &'static str,
+    },
+    IrqEntry,
+    CsdUnlock {
+        initiator: CpuId,
+    },
+    WaitDone,
+    SwitchMm {
+        from: MmId,
+        to: MmId,
+        flush: bool,
+    },
+    EnterLazy {
+        mm: MmId,
+    },
+    Syscall {
+        nr: &'static str,
+    },
+    Exit,
+}
+
+impl fmt::Display for Label {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Label::UserAccess { va, write, hit } => write!(
+                f,
+                "user {} {va:#x} ({})",
+                if write { "write" } else { "read" },
+                if hit { "TLB hit" } else { "TLB miss, walk" }
+            ),
+            Label::PageFault { va, write } => {
+                write!(
+                    f,
+                    "page fault at {va:#x} ({})",
+                    if write { "write" } else { "read" }
+                )
+            }
+            Label::DoAnonymousPage { va, pfn } => {
+                write!(f, "do_anonymous_page {va:#x} -> frame {pfn}")
+            }
+            Label::SpuriousFault { va } => {
+                write!(f, "spurious fault at {va:#x}, flush_tlb_fix_spurious_fault")
+            }
+            Label::ZapPtes {
+                mm,
+                start,
+                end,
+                pages,
+            } => {
+                write!(
+                    f,
+                    "zap_pte_range mm{mm} [{start:#x}, {end:#x}): {pages} PTEs cleared"
+                )
+            }
+            Label::FreePages { n, first } => write!(
+                f,
+                "tlb_flush_mmu_free: {n} pages freed (first frame {first})"
+            ),
+            Label::FreeTable { pfn } => write!(f, "free page-table page frame {pfn}"),
+            Label::IncMmTlbGen { mm, gen } => {
+                write!(f, "flush_tlb_mm_range: inc_mm_tlb_gen(mm{mm}) = {gen}")
+            }
+            Label::SendIpis { n, first } => write!(
+                f,
+                "smp_call_function_many_cond: IPI to {n} CPUs (first CPU{first})"
+            ),
+            Label::FlushTlbFunc { mm, local, pages } => {
+                let what = if pages == crate::TLB_FLUSH_ALL {
+                    "full flush".to_string()
+                } else {
+                    format!("{pages} pages")
+                };
+                write!(
+                    f,
+                    "flush_tlb_func mm{mm} {} : {what}",
+                    if local { "local" } else { "remote" }
+                )
+            }
+            Label::FlushTlbFuncSkip { mm, why } => write!(f, "flush_tlb_func mm{mm}: {why}"),
+            Label::IrqEntry => write!(f, "call-function IPI taken"),
+            Label::CsdUnlock { initiator } => write!(f, "csd_unlock, acks CPU{initiator}"),
+            Label::WaitDone => write!(f, "csd_lock_wait: all targets acked"),
+            Label::SwitchMm { from, to, flush } => {
+                write!(
+                    f,
+                    "switch_mm_irqs_off mm{from} -> mm{to}{}",
+                    if flush { " (flush)" } else { "" }
+                )
+            }
+            Label::EnterLazy { mm } => write!(f, "enter_lazy_tlb (mm{mm} stays loaded)"),
+            Label::Syscall { nr } => write!(f, "syscall {nr}"),
+            Label::Exit => write!(f, "task exits"),
+        }
+    }
+}
+
+/// Everything one step did. Owned by the driver and reused between steps.
+#[derive(Default, Debug)]
+pub struct Effects {
+    pub charges: Vec<Charge>,
+    /// IPIs sent: target and mark.
+    pub ipis: Vec<(CpuId, u16)>,
+    /// CPUs whose wait may now complete, with mark.
+    pub wakes: Vec<(CpuId, u16)>,
+    pub stats: Vec<(Stat, u16)>,
+    pub labels: Vec<Label>,
+}
+
+impl Effects {
+    pub fn clear(&mut self) {
+        self.charges.clear();
+        self.ipis.clear();
+        self.wakes.clear();
+        self.stats.clear();
+        self.labels.clear();
+    }
+    #[inline]
+    fn mark(&self) -> u16 {
+        self.charges.len().min(u16::MAX as usize) as u16
+    }
+    #[inline]
+    pub fn cost(&mut self, c: Cost, n: u32) {
+        if n > 0 {
+            self.charges.push(Charge::Cost(c, n));
+        }
+    }
+    #[inline]
+    pub fn ns(&mut self, ns: u32) {
+        self.charges.push(Charge::Ns(ns));
+    }
+    /// Read (or write) the cache lines covering `[addr, addr + len)`, issued together.
+    pub fn lines(&mut self, addr: u64, len: u64, write: bool) {
+        let first = addr & !(machine::CACHE_LINE - 1);
+        let last = (addr + len.max(1) - 1) & !(machine::CACHE_LINE - 1);
+        let mut a = first;
+        while a <= last {
+            self.charges.push(Charge::Line {
+                addr: a,
+                write,
+                batch: a != first,
+            });
+            a += machine::CACHE_LINE;
+        }
+    }
+    #[inline]
+    pub fn read(&mut self, addr: u64) {
+        self.charges.push(Charge::Line {
+            addr: addr & !63,
+            write: false,
+            batch: false,
+        });
+    }
+    #[inline]
+    pub fn write(&mut self, addr: u64) {
+        self.charges.push(Charge::Line {
+            addr: addr & !63,
+            write: true,
+            batch: false,
+        });
+    }
+    pub fn ipi(&mut self, target: CpuId) {
+        let m = self.mark();
+        self.ipis.push((target, m));
+    }
+    pub fn wake(&mut self, cpu: CpuId) {
+        let m = self.mark();
+        self.wakes.push((cpu, m));
+    }
+    pub fn stat(&mut self, s: Stat) {
+        let m = self.mark();
+        self.stats.push((s, m));
+    }
+    #[inline]
+    pub fn label(&mut self, l: Label) {
+        self.labels.push(l);
+    }
+}

@@ -1,0 +1,151 @@
+//! The MMU: TLB lookup, hardware page walk, TLB and paging-structure-cache
+//! fills, and the invariant monitor's checks on every completed access.
+
+use crate::effects::{Effects, Label};
+use crate::world::World;
+use machine::mem::{pte, table_index, FrameUse};
+use machine::tlb::TlbHit;
+use machine::{Cost, CpuId, Pfn};
+
+/// Outcome of one user access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Done,
+    /// #PF: the kernel must handle it, then the access is retried.
+    Fault,
+}
+
+/// A user load or store by `cpu` at `va` in its loaded address space.
+///
+/// Monitor: an access that completes through a cached translation whose frame
+/// was freed (or freed and reused) since the translation was cached breaks
+/// invariant 1; a walk that goes through a cached pointer to a freed
+/// page-table page breaks invariant 3.
+pub fn user_access(w: &mut World, cpu: CpuId, va: u64, write: bool, fx: &mut Effects) -> Access {
+    fx.cost(Cost::UserAccess, 1);
+    let c = cpu as usize;
+    let asid = w.cpus[c].tlbstate.loaded_mm_asid;
+    let mm = w.cpus[c].tlbstate.loaded_mm;
+    if let Some(h) = w.cpus[c].tlb.lookup(asid, va) {
+        if write && !h.writable {
+            // x86 drops the faulting translation (SDM 4.10.4.1) and raises #PF.
+            w.cpus[c].tlb.flush_one(asid, va);
+            return Access::Fault;
+        }
+        check_frame(w, cpu, va, h, "TLB hit");
+        w.counters.tlb_hits += 1;
+        fx.label(Label::UserAccess {
+            va,
+            write,
+            hit: true,
+        });
+        return Access::Done;
+    }
+    w.counters.tlb_misses += 1;
+    fx.cost(Cost::TlbMissWalk, 1);
+    fx.label(Label::UserAccess {
+        va,
+        write,
+        hit: false,
+    });
+    // The paging-structure cache may hold the PTE table for this 2 MiB region.
+    let pte_table = match w.cpus[c].tlb.psc_lookup(asid, va) {
+        Some(p) => {
+            if w.mem.gen(p.table) != p.table_gen || w.mem.usage(p.table) != FrameUse::Table(1) {
+                w.violation(
+                    3,
+                    cpu,
+                    va,
+                    format!(
+                        "CPU{cpu} walked {va:#x} through a cached pointer to page-table frame {} freed since it was cached",
+                        p.table
+                    ),
+                );
+                walk_upper(w, mm, va)
+            } else {
+                Some(Walk::Table(p.table))
+            }
+        }
+        None => walk_upper(w, mm, va),
+    };
+    let (hit, table) = match pte_table {
+        None => return Access::Fault,
+        Some(Walk::Huge(e)) => (
+            TlbHit {
+                pfn: pte::pfn(e),
+                frame_gen: w.mem.gen(pte::pfn(e)),
+                writable: pte::writable(e),
+                huge: true,
+            },
+            None,
+        ),
+        Some(Walk::Table(t)) => {
+            let e = w.mem.read(t, table_index(va, 1)).unwrap_or(0);
+            if !pte::present(e) {
+                return Access::Fault;
+            }
+            let pfn = pte::pfn(e);
+            (
+                TlbHit {
+                    pfn,
+                    frame_gen: w.mem.gen(pfn),
+                    writable: pte::writable(e),
+                    huge: false,
+                },
+                Some(t),
+            )
+        }
+    };
+    if write && !hit.writable {
+        return Access::Fault;
+    }
+    let tlb = &mut w.cpus[c].tlb;
+    tlb.fill(asid, va, hit);
+    if let Some(t) = table {
+        let g = w.mem.gen(t);
+        w.cpus[c].tlb.psc_fill(asid, va, t, g);
+    }
+    Access::Done
+}
+
+enum Walk {
+    Table(Pfn),
+    Huge(u64),
+}
+
+/// Walk PGD → PUD → PMD of `mm`; the PTE table, a huge leaf, or not present.
+fn walk_upper(w: &World, mm: crate::MmId, va: u64) -> Option<Walk> {
+    let mut table = w.mms[mm as usize].pgd;
+    for level in [4u8, 3, 2] {
+        let e = w.mem.read(table, table_index(va, level))?;
+        if !pte::present(e) {
+            return None;
+        }
+        if level == 2 && pte::huge(e) {
+            return Some(Walk::Huge(e));
+        }
+        table = pte::pfn(e);
+    }
+    Some(Walk::Table(table))
+}
+
+/// Invariant 1: the frame behind a cached translation is still the one cached.
+fn check_frame(w: &mut World, cpu: CpuId, va: u64, h: TlbHit, via: &str) {
+    let now = w.mem.gen(h.pfn);
+    if now != h.frame_gen {
+        let state = match w.mem.usage(h.pfn) {
+            FrameUse::Free => "is free",
+            FrameUse::Anon => "was reused as a user page",
+            FrameUse::Table(_) => "was reused as a page table",
+        };
+        w.violation(
+            1,
+            cpu,
+            va,
+            format!(
+                "CPU{cpu} accessed {va:#x} via {via} to frame {} which {state} (generation {} -> {})",
+                h.pfn, h.frame_gen, now
+            ),
+        );
+    }
+}

@@ -1,0 +1,180 @@
+//! kernel/smp.c: `smp_call_function_many_cond` and the call-function IPI.
+//!
+//! The initiator queues a `call_single_data` on each target's
+//! `call_single_queue` (an IPI only when that queue was empty), runs the
+//! function locally, then spins in `csd_lock_wait` with IRQs on until every
+//! target has run it and unlocked its csd. A target runs queued functions only
+//! when it takes the interrupt, i.e. while its IRQs are on: a remote IRQ-off
+//! window delays the initiator.
+
+use crate::arch::x86::tlb::{flush_tlb_func, should_flush_tlb, InfoRef};
+use crate::effects::{Effects, Label};
+use crate::world::{layout, Flow, World};
+use machine::{Cost, CpuId, CpuMask};
+
+/// The function a csd carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CallFunc {
+    /// `flush_tlb_func(info)`.
+    FlushTlbFunc(InfoRef),
+}
+
+/// The `cond_func` of `on_each_cpu_cond_mask`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cond {
+    /// `on_each_cpu_mask`: every CPU in the mask.
+    Always,
+    /// `should_flush_tlb`.
+    ShouldFlushTlb,
+}
+
+/// A queued `call_single_data_t`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Csd {
+    pub initiator: CpuId,
+    pub func: CallFunc,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Pc {
+    /// Queue csds, send IPIs, run the function locally.
+    Queue,
+    /// `csd_lock_wait` on every target.
+    Wait,
+}
+
+/// `smp_call_function_many_cond(mask, func, info, SCF_WAIT | SCF_RUN_LOCAL, cond)` in progress.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SmpCallFunctionManyCond {
+    pub mask: CpuMask,
+    pub func: CallFunc,
+    pub cond: Cond,
+    /// Targets queued (whose csd this CPU waits on).
+    pub queued: CpuMask,
+    pub pc: Pc,
+}
+
+impl SmpCallFunctionManyCond {
+    pub fn new(mask: CpuMask, func: CallFunc, cond: Cond) -> Self {
+        let queued = CpuMask::new(0);
+        SmpCallFunctionManyCond {
+            mask,
+            func,
+            cond,
+            queued,
+            pc: Pc::Queue,
+        }
+    }
+
+    pub fn can_run(&self, w: &World, cpu: CpuId) -> bool {
+        match self.pc {
+            Pc::Queue => true,
+            Pc::Wait => w.cpus[cpu as usize].cfd_locked.is_empty(),
+        }
+    }
+
+    /// kernel/smp.c: `smp_call_function_many_cond`.
+    pub fn step(&mut self, w: &mut World, cpu: CpuId, fx: &mut Effects) -> Flow {
+        let CallFunc::FlushTlbFunc(info) = self.func;
+        match self.pc {
+            Pc::Queue => {
+                fx.cost(Cost::SmpCallFixed, 1);
+                self.queued = CpuMask::new(w.cpus.len());
+                let mut sent = 0u32;
+                let mut first = cpu;
+                let targets: Vec<CpuId> = self.mask.iter().filter(|&t| t != cpu).collect();
+                for t in targets {
+                    if self.cond == Cond::ShouldFlushTlb && !should_flush_tlb(w, t, info, fx) {
+                        continue;
+                    }
+                    // csd_lock(csd); csd->func = func; csd->info = info;
+                    self.queued.set(t);
+                    w.cpus[cpu as usize].cfd_locked.set(t);
+                    fx.write(layout::csd(cpu, t));
+                    // __smp_call_single_queue: llist_add; IPI only if the list was empty.
+                    let q = &mut w.cpus[t as usize].call_single_queue;
+                    let was_empty = q.is_empty();
+                    q.push(Csd {
+                        initiator: cpu,
+                        func: self.func,
+                    });
+                    fx.write(layout::call_single_queue(t));
+                    if was_empty {
+                        // send_call_function_ipi_mask: one ICR write per target.
+                        fx.cost(Cost::IpiSend, 1);
+                        w.cpus[t as usize].ipi_pending = true;
+                        w.counters.ipis_sent += 1;
+                        fx.ipi(t);
+                        if sent == 0 {
+                            first = t;
+                        }
+                        sent += 1;
+                    }
+                }
+                if sent > 0 {
+                    fx.label(Label::SendIpis { n: sent, first });
+                }
+                // SCF_RUN_LOCAL: local_irq_save(); func(info); local_irq_restore();
+                if self.mask.test(cpu)
+                    && (self.cond == Cond::Always || should_flush_tlb(w, cpu, info, fx))
+                {
+                    flush_tlb_func(w, cpu, info, fx);
+                }
+                self.pc = Pc::Wait;
+                if self.queued.is_empty() || w.cfg.inject.no_ipi_wait {
+                    Flow::Return
+                } else {
+                    Flow::Block
+                }
+            }
+            Pc::Wait => {
+                // The last polls of each csd line see the targets' unlock stores.
+                let mut batch = false;
+                for t in self.queued.iter() {
+                    fx.charges.push(crate::effects::Charge::Line {
+                        addr: layout::csd(cpu, t) & !63,
+                        write: false,
+                        batch,
+                    });
+                    batch = true;
+                }
+                fx.label(Label::WaitDone);
+                Flow::Return
+            }
+        }
+    }
+}
+
+/// arch/x86/kernel/smp.c: `sysvec_call_function` → kernel/smp.c:
+/// `generic_smp_call_function_interrupt` → `__flush_smp_call_function_queue`:
+/// count the interrupt in the CAL row, take the whole queue, run each
+/// function and unlock its csd.
+pub fn sysvec_call_function(w: &mut World, cpu: CpuId, fx: &mut Effects) {
+    let c = cpu as usize;
+    w.cpus[c].ipi_pending = false;
+    w.counters.irq_cal[c] += 1;
+    fx.cost(Cost::IrqEntry, 1);
+    fx.label(Label::IrqEntry);
+    // llist_del_all(), then run in queueing order (llist_reverse_order).
+    fx.write(layout::call_single_queue(cpu));
+    let mut entries = std::mem::take(&mut w.cpus[c].call_single_queue);
+    for csd in entries.drain(..) {
+        fx.cost(Cost::CsdRun, 1);
+        fx.read(layout::csd(csd.initiator, cpu));
+        match csd.func {
+            CallFunc::FlushTlbFunc(info) => flush_tlb_func(w, cpu, info, fx),
+        }
+        // csd_unlock(): release store the initiator's csd_lock_wait sees.
+        fx.write(layout::csd(csd.initiator, cpu));
+        let locked = &mut w.cpus[csd.initiator as usize].cfd_locked;
+        locked.clear(cpu);
+        fx.label(Label::CsdUnlock {
+            initiator: csd.initiator,
+        });
+        if locked.is_empty() {
+            fx.wake(csd.initiator);
+        }
+    }
+    w.cpus[c].call_single_queue = entries;
+    fx.cost(Cost::IrqExit, 1);
+}

@@ -1,0 +1,74 @@
+//! mm/madvise.c: `madvise(MADV_DONTNEED)`.
+
+use crate::effects::{Effects, Label};
+use crate::mm::memory::zap_pte_range;
+use crate::mm::mmu_gather::{tlb_flush_mmu_free_task, tlb_flush_mmu_tlbonly};
+use crate::world::{Flow, World};
+use crate::TaskId;
+use machine::{Cost, CpuId};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Pc {
+    /// `madvise_dontneed_single_vma` → `zap_page_range_single`: `tlb_gather_mmu`.
+    Enter,
+    /// `unmap_single_vma` → `zap_pte_range`, one PTE table per step.
+    Zap(u64),
+    /// `tlb_finish_mmu` → `tlb_flush_mmu` → `tlb_flush`.
+    Flush,
+    /// `tlb_flush_mmu_free`.
+    Free,
+}
+
+/// `madvise(start, len, MADV_DONTNEED)` in progress.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct MadviseDontneed {
+    pub start: u64,
+    pub end: u64,
+    pub pc: Pc,
+}
+
+impl MadviseDontneed {
+    pub fn new(start: u64, len: u64) -> Self {
+        MadviseDontneed {
+            start,
+            end: start + len,
+            pc: Pc::Enter,
+        }
+    }
+
+    /// mm/madvise.c: `madvise_dontneed_free` → mm/memory.c: `zap_page_range_single`.
+    pub fn step(&mut self, w: &mut World, _cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
+        let mm = w.tasks[task as usize].mm;
+        match self.pc {
+            Pc::Enter => {
+                fx.cost(Cost::SyscallEntryExit, 1);
+                fx.cost(Cost::ZapFixed, 1);
+                fx.label(Label::Syscall {
+                    nr: "madvise(MADV_DONTNEED)",
+                });
+                w.tasks[task as usize].gather.tlb_gather_mmu(mm);
+                self.pc = Pc::Zap(self.start);
+                Flow::Continue
+            }
+            Pc::Zap(addr) => {
+                if addr >= self.end {
+                    self.pc = Pc::Flush;
+                    return Flow::Continue;
+                }
+                let mut tlb = std::mem::take(&mut w.tasks[task as usize].gather);
+                let next = zap_pte_range(w, mm, addr, self.end, &mut tlb, fx);
+                w.tasks[task as usize].gather = tlb;
+                self.pc = Pc::Zap(next);
+                Flow::Yield
+            }
+            Pc::Flush => {
+                self.pc = Pc::Free;
+                tlb_flush_mmu_tlbonly(w, task, fx)
+            }
+            Pc::Free => {
+                tlb_flush_mmu_free_task(w, task, fx);
+                Flow::Return
+            }
+        }
+    }
+}

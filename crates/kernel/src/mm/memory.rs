@@ -1,0 +1,185 @@
+//! Page faults (mm/memory.c) and the PTE-range zap used by madvise and munmap.
+
+use crate::effects::{Effects, Label};
+use crate::mm::mmu_gather::MmuGather;
+use crate::world::{Flow, World};
+use crate::{MmId, TaskId};
+use machine::mem::{pte, table_index, FrameUse};
+use machine::{Cost, CpuId, Pfn, HPAGE_SIZE, PAGE_SIZE};
+
+/// A page fault in progress (`exc_page_fault` → `handle_mm_fault`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PageFault {
+    pub va: u64,
+    pub write: bool,
+}
+
+impl PageFault {
+    pub fn new(va: u64, write: bool) -> Self {
+        PageFault { va, write }
+    }
+
+    /// arch/x86/mm/fault.c: `do_user_addr_fault` → mm/memory.c: `handle_mm_fault`.
+    pub fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
+        fx.cost(Cost::PageFaultEntryExit, 1);
+        w.counters.page_faults += 1;
+        fx.label(Label::PageFault {
+            va: self.va,
+            write: self.write,
+        });
+        let mm = w.tasks[task as usize].mm;
+        let vma = w.mms[mm as usize]
+            .vmas
+            .iter()
+            .find(|v| v.start <= self.va && self.va < v.end)
+            .cloned();
+        match vma {
+            Some(v) if v.writable || !self.write => {}
+            _ => {
+                // SIGSEGV: the model's benchmarks never do this on purpose.
+                w.counters.segv += 1;
+                w.tasks[task as usize].kstack.clear();
+                w.task_exit(cpu, task, fx);
+                return Flow::Yield;
+            }
+        }
+        match pte_alloc_walk(w, mm, self.va) {
+            Ok(table) => handle_pte_fault(w, cpu, mm, table, self.va, self.write, fx),
+            Err(_) => {
+                w.counters.segv += 1;
+                w.tasks[task as usize].kstack.clear();
+                w.task_exit(cpu, task, fx);
+                return Flow::Yield;
+            }
+        }
+        Flow::Return
+    }
+}
+
+/// mm/memory.c: `__handle_mm_fault` → `__pud_alloc`/`__pmd_alloc`/`__pte_alloc`:
+/// walk `mm`'s tables for `va`, allocating missing levels; returns the PTE table.
+pub fn pte_alloc_walk(w: &mut World, mm: MmId, va: u64) -> Result<Pfn, machine::Error> {
+    let mut table = w.mms[mm as usize].pgd;
+    for level in [4u8, 3, 2] {
+        let idx = table_index(va, level);
+        let e = w.mem.read(table, idx).unwrap_or(0);
+        table = if pte::present(e) {
+            pte::pfn(e)
+        } else {
+            let t = w.mem.alloc(FrameUse::Table(level - 1))?;
+            w.mem
+                .write(table, idx, pte::make(t, pte::WRITE | pte::USER));
+            t
+        };
+    }
+    Ok(table)
+}
+
+/// Walk `mm`'s tables for `va` without allocating; the PTE table if present.
+pub fn pte_table(w: &World, mm: MmId, va: u64) -> Option<Pfn> {
+    let mut table = w.mms[mm as usize].pgd;
+    for level in [4u8, 3, 2] {
+        let e = w.mem.read(table, table_index(va, level))?;
+        if !pte::present(e) || (level == 2 && pte::huge(e)) {
+            return None;
+        }
+        table = pte::pfn(e);
+    }
+    Some(table)
+}
+
+/// mm/memory.c: `handle_pte_fault`: a missing page → `do_anonymous_page`;
+/// a PTE that already permits the access → spurious fault
+/// (`flush_tlb_fix_spurious_fault`, x86: a local INVLPG for writes).
+fn handle_pte_fault(
+    w: &mut World,
+    cpu: CpuId,
+    mm: MmId,
+    table: Pfn,
+    va: u64,
+    write: bool,
+    fx: &mut Effects,
+) {
+    let idx = table_index(va, 1);
+    let e = w.mem.read(table, idx).unwrap_or(0);
+    if !pte::present(e) {
+        do_anonymous_page(w, table, va, fx);
+        return;
+    }
+    if !write || pte::writable(e) {
+        w.counters.spurious_faults += 1;
+        fx.label(Label::SpuriousFault { va });
+        if write {
+            let asid = w.cpus[cpu as usize].tlbstate.loaded_mm_asid;
+            w.cpus[cpu as usize].tlb.flush_one(asid, va);
+            w.counters.invlpg += 1;
+            fx.cost(Cost::Invlpg, 1);
+        }
+        return;
+    }
+    // A write to a present read-only PTE (COW): the fork workloads model
+    // do_wp_page; with only private anonymous memory and no fork, it is the
+    // exclusive owner, so upgrade in place as wp_page_reuse does.
+    let _ = mm;
+    w.mem.write(table, idx, e | pte::WRITE | pte::DIRTY);
+    fx.cost(Cost::ZapPte, 1);
+}
+
+/// mm/memory.c: `do_anonymous_page`: allocate and zero a page, map it writable.
+fn do_anonymous_page(w: &mut World, table: Pfn, va: u64, fx: &mut Effects) {
+    fx.cost(Cost::DoAnonymousPage, 1);
+    match w.mem.alloc(FrameUse::Anon) {
+        Ok(pfn) => {
+            w.mem.write(
+                table,
+                table_index(va, 1),
+                pte::make(pfn, pte::WRITE | pte::USER | pte::ACCESSED | pte::DIRTY),
+            );
+            fx.label(Label::DoAnonymousPage { va, pfn });
+        }
+        Err(_) => {
+            // Out of simulated memory: the access will fault again; the
+            // driver stops the run and reports it (memory sizing is checked up front).
+            w.violation(0, 0, va, format!("out of simulated memory at {va:#x}"));
+        }
+    }
+}
+
+/// mm/memory.c: `zap_pte_range` for the part of `[addr, end)` inside one PTE
+/// table: clear present PTEs and add their pages to the gather. Returns where
+/// the next table starts.
+pub fn zap_pte_range(
+    w: &mut World,
+    mm: MmId,
+    addr: u64,
+    end: u64,
+    tlb: &mut MmuGather,
+    fx: &mut Effects,
+) -> u64 {
+    let next = ((addr / HPAGE_SIZE) + 1) * HPAGE_SIZE;
+    let stop = next.min(end);
+    let Some(table) = pte_table(w, mm, addr) else {
+        return stop;
+    };
+    let mut cleared = 0u32;
+    let mut va = addr & !(PAGE_SIZE - 1);
+    while va < stop {
+        let idx = table_index(va, 1);
+        let e = w.mem.read(table, idx).unwrap_or(0);
+        if pte::present(e) {
+            // ptep_get_and_clear_full, tlb_remove_tlb_entry, __tlb_remove_page
+            w.mem.write(table, idx, 0);
+            tlb.remove_page(pte::pfn(e), va);
+            cleared += 1;
+        }
+        va += PAGE_SIZE;
+    }
+    fx.cost(Cost::ZapPte, cleared);
+    fx.label(Label::ZapPtes {
+        mm,
+        start: addr,
+        end: stop,
+        pages: cleared,
+    });
+    stop
+}

@@ -1,0 +1,106 @@
+//! `struct mmu_gather` (mm/mmu_gather.c, include/asm-generic/tlb.h).
+//!
+//! Unmapping collects the pages (and page-table pages) it took out of the
+//! tables; `tlb_flush_mmu` first flushes the TLBs of every CPU that may hold
+//! translations (`tlb_flush` → `flush_tlb_mm_range(..., freed_tables)` on
+//! x86), and only then frees the batches. Freeing before the flush is the
+//! use-after-free the monitor looks for.
+
+use crate::effects::{Effects, Label};
+use crate::world::{Flow, World};
+use crate::{MmId, TaskId};
+use machine::{Cost, Pfn, PAGE_SIZE};
+
+/// The gather state of one unmap operation.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct MmuGather {
+    pub mm: MmId,
+    /// `tlb->start`, `tlb->end`: the range whose translations must go.
+    pub start: u64,
+    pub end: u64,
+    /// `tlb->freed_tables`.
+    pub freed_tables: bool,
+    /// The page batch (`struct mmu_gather_batch`).
+    pub pages: Vec<Pfn>,
+    /// Page-table pages to free after the flush (`tlb_remove_table`).
+    pub tables: Vec<Pfn>,
+}
+
+impl MmuGather {
+    /// `tlb_gather_mmu(tlb, mm)`.
+    pub fn tlb_gather_mmu(&mut self, mm: MmId) {
+        self.mm = mm;
+        self.start = u64::MAX;
+        self.end = 0;
+        self.freed_tables = false;
+        self.pages.clear();
+        self.tables.clear();
+    }
+
+    /// `__tlb_adjust_range` + `__tlb_remove_page_size`.
+    pub fn remove_page(&mut self, pfn: Pfn, va: u64) {
+        self.start = self.start.min(va);
+        self.end = self.end.max(va + PAGE_SIZE);
+        self.pages.push(pfn);
+    }
+
+    /// `pte_free_tlb` → `tlb_remove_table`: a PTE table covering `[va, va+2M)`.
+    pub fn remove_table(&mut self, pfn: Pfn, va: u64) {
+        self.start = self.start.min(va);
+        self.end = self.end.max(va + machine::HPAGE_SIZE);
+        self.freed_tables = true;
+        self.tables.push(pfn);
+    }
+
+    /// Is there anything to flush (`tlb->end` set)?
+    pub fn needs_flush(&self) -> bool {
+        self.end > self.start
+    }
+}
+
+/// mm/mmu_gather.c: `tlb_flush_mmu_free` → `tlb_batch_pages_flush` and
+/// `tlb_table_flush`: free what the gather collected. Must run after the flush.
+pub fn tlb_flush_mmu_free(w: &mut World, tlb: &mut MmuGather, fx: &mut Effects) {
+    free_batches(w, tlb, fx);
+    tlb.start = u64::MAX;
+    tlb.end = 0;
+    tlb.freed_tables = false;
+}
+
+/// Free the page and table batches (keeping the range to flush).
+pub fn free_batches(w: &mut World, tlb: &mut MmuGather, fx: &mut Effects) {
+    if let Some(&first) = tlb.pages.first() {
+        fx.label(Label::FreePages {
+            n: tlb.pages.len() as u32,
+            first,
+        });
+    }
+    fx.cost(Cost::FreePage, tlb.pages.len() as u32);
+    for pfn in tlb.pages.drain(..) {
+        w.mem.free(pfn);
+    }
+    fx.cost(Cost::FreeTable, tlb.tables.len() as u32);
+    for pfn in tlb.tables.drain(..) {
+        fx.label(Label::FreeTable { pfn });
+        w.mem.free(pfn);
+    }
+}
+
+/// mm/mmu_gather.c: `tlb_flush_mmu` → `tlb_flush_mmu_tlbonly` → `tlb_flush`,
+/// the first half: call `flush_tlb_mm_range` for what the gather covered.
+/// (The `inject.free_before_flush` bug frees the batches first.)
+pub fn tlb_flush_mmu_tlbonly(w: &mut World, task: TaskId, fx: &mut Effects) -> Flow {
+    if w.cfg.inject.free_before_flush {
+        let mut tlb = std::mem::take(&mut w.tasks[task as usize].gather);
+        free_batches(w, &mut tlb, fx);
+        w.tasks[task as usize].gather = tlb;
+    }
+    crate::arch::x86::tlb::tlb_flush(w, task)
+}
+
+/// The second half of `tlb_flush_mmu`, once the flush has returned.
+pub fn tlb_flush_mmu_free_task(w: &mut World, task: TaskId, fx: &mut Effects) {
+    let mut tlb = std::mem::take(&mut w.tasks[task as usize].gather);
+    tlb_flush_mmu_free(w, &mut tlb, fx);
+    w.tasks[task as usize].gather = tlb;
+}

@@ -1,0 +1,2 @@
+//! The scheduler (`kernel/sched/`).
+pub mod core;

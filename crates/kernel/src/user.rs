@@ -1,0 +1,194 @@
+//! User space: each task runs a small program of benchmark operations.
+//!
+//! The ops are what the benchmarks' C loops do (`addr[0] = 1`,
+//! `madvise(addr, len, MADV_DONTNEED)`, a `nop` busy-wait ...). Loads and
+//! stores go through the hardware model ([`crate::hw::mmu`]); system calls
+//! push the kernel path that implements them.
+
+use crate::effects::{Effects, Stat};
+use crate::mm::madvise::MadviseDontneed;
+use crate::mm::memory::PageFault;
+use crate::mm::mmap::Munmap;
+use crate::world::{Flow, Frame, Task, World};
+use crate::TaskId;
+use machine::{Cost, CpuId, PAGE_SIZE};
+
+/// One operation of a user program.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum UserOp {
+    /// Start timing measured operation `op` (an id from [`World::op_id`]).
+    OpBegin(u16),
+    /// Stop timing it; one latency sample.
+    OpEnd(u16),
+    /// One load or store.
+    Touch { addr: u64, write: bool },
+    /// One access per page over `[start, start + pages * 4 KiB)` (memset-like).
+    TouchRange { start: u64, pages: u32, write: bool },
+    /// `madvise(start, len, MADV_DONTNEED)`.
+    MadviseDontneed { start: u64, len: u64 },
+    /// `mmap(start, len, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED)`.
+    Mmap { start: u64, len: u64 },
+    /// `munmap(start, len)`.
+    Munmap { start: u64, len: u64 },
+    /// Busy-wait forever in user mode (the seed's `while (!stop) nop;`).
+    Spin,
+    /// Compute for `ns` nanoseconds without touching memory.
+    Compute { ns: u32 },
+    /// Time spent outside the model, priced from the cost profile
+    /// (e.g. `TaskCreate` × i staggers the i-th thread of a benchmark).
+    Charge { cost: Cost, n: u32 },
+    /// Jump back to op `to` until the loop has run `times` times in all.
+    Loop { to: u16, times: u64 },
+    /// Leave the measured set, then keep spinning (so the CPU stays a target).
+    DoneSpin,
+    /// `exit()`.
+    Exit,
+}
+
+/// Program counter and loop state.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct UserState {
+    pub pc: u16,
+    pub iter: u64,
+    /// Progress inside a `TouchRange`.
+    pub sub: u32,
+    /// `DoneSpin` already reported.
+    pub done: bool,
+}
+
+/// Can the task's user code make progress (i.e. it is not spinning idly)?
+pub fn can_run(task: &Task) -> bool {
+    match task.prog.get(task.us.pc as usize) {
+        Some(UserOp::Spin) => false,
+        Some(UserOp::DoneSpin) => !task.us.done,
+        _ => task.state != crate::world::TaskState::Exited,
+    }
+}
+
+/// Run the user program until it does something visible.
+pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow {
+    let task = &w.tasks[t as usize];
+    let pc = task.us.pc as usize;
+    let Some(op) = task.prog.get(pc).cloned() else {
+        w.task_exit(cpu, t, fx);
+        return Flow::Yield;
+    };
+    let advance = |w: &mut World| {
+        let us = &mut w.tasks[t as usize].us;
+        us.pc += 1;
+        us.sub = 0;
+    };
+    match op {
+        UserOp::OpBegin(id) => {
+            fx.stat(Stat::OpBegin(t, id));
+            advance(w);
+            Flow::Continue
+        }
+        UserOp::OpEnd(id) => {
+            fx.stat(Stat::OpEnd(t, id));
+            advance(w);
+            Flow::Continue
+        }
+        UserOp::Touch { addr, write } => access(w, cpu, t, addr, write, fx, true),
+        UserOp::TouchRange {
+            start,
+            pages,
+            write,
+        } => {
+            let sub = w.tasks[t as usize].us.sub;
+            if sub >= pages {
+                advance(w);
+                return Flow::Continue;
+            }
+            let flow = access(w, cpu, t, start + sub as u64 * PAGE_SIZE, write, fx, false);
+            if matches!(flow, Flow::Yield) {
+                w.tasks[t as usize].us.sub += 1;
+            }
+            flow
+        }
+        UserOp::MadviseDontneed { start, len } => {
+            advance(w);
+            Flow::Call(Frame::Madvise(MadviseDontneed::new(start, len)))
+        }
+        UserOp::Munmap { start, len } => {
+            advance(w);
+            Flow::Call(Frame::Munmap(Munmap::new(start, len)))
+        }
+        UserOp::Mmap { start, len } => {
+            fx.cost(Cost::SyscallEntryExit, 1);
+            fx.cost(Cost::MmapFixed, 1);
+            fx.label(crate::Label::Syscall { nr: "mmap" });
+            let mm = w.tasks[t as usize].mm;
+            w.mms[mm as usize]
+                .vmas
+                .retain(|v| v.end <= start || v.start >= start + len);
+            w.add_vma(mm, start, len);
+            advance(w);
+            Flow::Yield
+        }
+        UserOp::Spin => Flow::Block,
+        UserOp::DoneSpin => {
+            let task = &mut w.tasks[t as usize];
+            if !task.us.done {
+                task.us.done = true;
+                if task.measured {
+                    task.measured = false;
+                    w.measuring -= 1;
+                    fx.stat(Stat::Done(t));
+                }
+            }
+            Flow::Block
+        }
+        UserOp::Compute { ns } => {
+            fx.ns(ns);
+            advance(w);
+            Flow::Yield
+        }
+        UserOp::Charge { cost, n } => {
+            fx.cost(cost, n);
+            advance(w);
+            Flow::Yield
+        }
+        UserOp::Loop { to, times } => {
+            fx.cost(Cost::UserLoop, 1);
+            let us = &mut w.tasks[t as usize].us;
+            us.iter += 1;
+            if us.iter < times {
+                us.pc = to;
+            } else {
+                us.pc += 1;
+                us.iter = 0;
+            }
+            us.sub = 0;
+            Flow::Continue
+        }
+        UserOp::Exit => {
+            w.task_exit(cpu, t, fx);
+            Flow::Yield
+        }
+    }
+}
+
+/// A load/store: done (advance, yield) or a page fault (push the handler).
+fn access(
+    w: &mut World,
+    cpu: CpuId,
+    t: TaskId,
+    va: u64,
+    write: bool,
+    fx: &mut Effects,
+    adv: bool,
+) -> Flow {
+    match crate::hw::mmu::user_access(w, cpu, va, write, fx) {
+        crate::hw::mmu::Access::Done => {
+            if adv {
+                w.tasks[t as usize].us.pc += 1;
+            }
+            Flow::Yield
+        }
+        crate::hw::mmu::Access::Fault => {
+            // The access is retried after the fault returns.
+            Flow::CallYield(Frame::PageFault(PageFault::new(va, write)))
+        }
+    }
+}

@@ -1,0 +1,557 @@
+//! The world: every piece of modelled state, as plain data.
+//!
+//! ```text
+//!  World ─┬─ cpus[]  : cpu_tlbstate, TLB, IRQ/preempt state, call_single_queue,
+//!         │            per-CPU flush_tlb_info, runqueue, current task
+//!         ├─ tasks[] : user program + kernel stack of Frames (paths in progress)
+//!         ├─ mms[]   : mm_struct (pgd, mm_cpumask, context.tlb_gen, VMAs)
+//!         └─ mem     : frames with generations, page-table pages
+//! ```
+//!
+//! [`World::step`] advances one CPU by one globally visible action. The
+//! simulator calls it in time order, the checker in every order.
+
+use crate::arch::x86::tlb::{FlushTlbInfo, FlushTlbMmRange, TlbState};
+use crate::effects::{Effects, Label, Stat};
+use crate::kernel_smp::{Csd, SmpCallFunctionManyCond};
+use crate::mm::madvise::MadviseDontneed;
+use crate::mm::memory::PageFault;
+use crate::mm::mmap::Munmap;
+use crate::mm::mmu_gather::MmuGather;
+use crate::user::{UserOp, UserState};
+use crate::{MmId, TaskId, INIT_MM};
+use machine::mem::{FrameUse, PhysMem};
+use machine::scenario::FlushTlbInfoPlacement;
+use machine::tlb::Tlb;
+use machine::{CpuId, CpuMask, Error, Pfn, Scenario, Time};
+use std::collections::VecDeque;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// Addresses of the shared kernel objects whose cache lines the model prices.
+pub mod layout {
+    use crate::{MmId, TaskId};
+    use machine::CpuId;
+    const MM_BASE: u64 = 0x1000_0000_0000;
+    const PERCPU_BASE: u64 = 0x2000_0000_0000;
+    const PERCPU_STRIDE: u64 = 0x10_0000;
+    const STACK_BASE: u64 = 0x3000_0000_0000;
+    /// `THREAD_SIZE` (16 KiB kernel stacks).
+    pub const THREAD_SIZE: u64 = 0x4000;
+
+    /// `mm->context.tlb_gen`.
+    pub fn mm_tlb_gen(mm: MmId) -> u64 {
+        MM_BASE + mm as u64 * 0x1000
+    }
+    /// The byte of `mm_cpumask(mm)` that holds `cpu`.
+    pub fn mm_cpumask(mm: MmId, cpu: CpuId) -> u64 {
+        MM_BASE + mm as u64 * 0x1000 + 0x200 + cpu as u64 / 8
+    }
+    /// `DEFINE_PER_CPU_SHARED_ALIGNED(struct flush_tlb_info, flush_tlb_info)`.
+    pub fn percpu_flush_tlb_info(cpu: CpuId) -> u64 {
+        PERCPU_BASE + cpu as u64 * PERCPU_STRIDE
+    }
+    /// `cpu_tlbstate_shared` (is_lazy), read by remote `should_flush_tlb`.
+    pub fn cpu_tlbstate_shared(cpu: CpuId) -> u64 {
+        PERCPU_BASE + cpu as u64 * PERCPU_STRIDE + 0x100
+    }
+    /// `cpu_tlbstate.loaded_mm`, read by remote `should_flush_tlb`.
+    pub fn cpu_tlbstate(cpu: CpuId) -> u64 {
+        PERCPU_BASE + cpu as u64 * PERCPU_STRIDE + 0x140
+    }
+    /// `per_cpu(call_single_queue, cpu)`: the llist head.
+    pub fn call_single_queue(cpu: CpuId) -> u64 {
+        PERCPU_BASE + cpu as u64 * PERCPU_STRIDE + 0x180
+    }
+    /// `per_cpu_ptr(cfd->csd, target)` of `initiator` (32-byte csds, two per line).
+    pub fn csd(initiator: CpuId, target: CpuId) -> u64 {
+        PERCPU_BASE + initiator as u64 * PERCPU_STRIDE + 0x1000 + target as u64 * 32
+    }
+    /// The top of `task`'s kernel stack, where `flush_tlb_mm_range`'s frame sits.
+    pub fn stack_frame(task: TaskId) -> u64 {
+        STACK_BASE + task as u64 * THREAD_SIZE + THREAD_SIZE - 0x200
+    }
+}
+
+/// A kernel path in progress on a task's stack.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Frame {
+    PageFault(PageFault),
+    Madvise(MadviseDontneed),
+    Munmap(Munmap),
+    FlushTlbMmRange(FlushTlbMmRange),
+    SmpCallFunctionManyCond(SmpCallFunctionManyCond),
+}
+
+/// What a frame's step asks the CPU loop to do next.
+pub enum Flow {
+    /// Local work only: keep going within this step.
+    Continue,
+    /// A visible action happened: end the step.
+    Yield,
+    /// Waiting for another CPU: end the step; not runnable until woken.
+    Block,
+    /// Call a nested path and keep going into it.
+    Call(Frame),
+    /// Call a nested path, but end the step first.
+    CallYield(Frame),
+    /// This path is finished: pop it and keep going in the caller.
+    Return,
+}
+
+impl Frame {
+    fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
+        match self {
+            Frame::PageFault(f) => f.step(w, cpu, task, fx),
+            Frame::Madvise(f) => f.step(w, cpu, task, fx),
+            Frame::Munmap(f) => f.step(w, cpu, task, fx),
+            Frame::FlushTlbMmRange(f) => f.step(w, cpu, task, fx),
+            Frame::SmpCallFunctionManyCond(f) => f.step(w, cpu, fx),
+        }
+    }
+
+    fn can_run(&self, w: &World, cpu: CpuId) -> bool {
+        match self {
+            Frame::SmpCallFunctionManyCond(f) => f.can_run(w, cpu),
+            _ => true,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TaskState {
+    Runnable,
+    Running,
+    Exited,
+}
+
+/// `struct task_struct`: a user thread (or a kernel thread, with `mm == INIT_MM`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Task {
+    pub id: TaskId,
+    pub mm: MmId,
+    pub cpu: CpuId,
+    pub state: TaskState,
+    pub prog: Arc<[UserOp]>,
+    pub us: UserState,
+    /// Kernel paths in progress, innermost last.
+    pub kstack: Vec<Frame>,
+    /// The `struct mmu_gather` of the syscall in progress.
+    pub gather: MmuGather,
+    /// `flush_tlb_mm_range`'s on-stack `struct flush_tlb_info` (seed a).
+    pub stack_info: FlushTlbInfo,
+    /// Counts toward the run's end when it finishes its iterations.
+    pub measured: bool,
+}
+
+/// A virtual memory area (`struct vm_area_struct`), anonymous and private.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Vma {
+    pub start: u64,
+    pub end: u64,
+    pub writable: bool,
+}
+
+/// `struct mm_struct` with the x86 `mm_context_t` parts the flush paths use.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Mm {
+    pub id: MmId,
+    /// `mm->context.ctx_id`: never reused.
+    pub ctx_id: u64,
+    /// `mm->context.tlb_gen`: bumped by every flush request.
+    pub tlb_gen: u64,
+    /// `mm->pgd`.
+    pub pgd: Pfn,
+    /// `mm_cpumask(mm)`.
+    pub cpumask: CpuMask,
+    pub vmas: Vec<Vma>,
+    /// `mm->context.next_trim_cpumask` (ns).
+    pub next_trim_cpumask: Time,
+}
+
+/// `/proc/interrupts` rows and `tlb:tlb_flush` reasons, and other counters.
+/// Observations only: equal for any two worlds, so the checker ignores them.
+#[derive(Clone, Debug, Default)]
+pub struct Counters {
+    /// TLB row: `irq_tlb_count`, per CPU.
+    pub irq_tlb: Vec<u64>,
+    /// CAL row: `irq_call_count`, per CPU.
+    pub irq_cal: Vec<u64>,
+    /// RES row: `irq_resched_count`, per CPU.
+    pub irq_res: Vec<u64>,
+    /// `tlb:tlb_flush` events by [`FlushReason`].
+    pub tlb_flush: [u64; FlushReason::ALL.len()],
+    pub page_faults: u64,
+    pub spurious_faults: u64,
+    pub tlb_hits: u64,
+    pub tlb_misses: u64,
+    pub invlpg: u64,
+    pub full_flushes: u64,
+    pub cr3_writes: u64,
+    pub ipis_sent: u64,
+    pub segv: u64,
+    pub violations_dropped: u64,
+}
+
+impl PartialEq for Counters {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for Counters {}
+impl Hash for Counters {
+    fn hash<H: Hasher>(&self, _: &mut H) {}
+}
+
+/// `enum tlb_flush_reason` (include/linux/mm_types.h), as the tracepoint names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FlushReason {
+    TaskSwitch,
+    RemoteShootdown,
+    LocalShootdown,
+    LocalMmShootdown,
+    RemoteSendIpi,
+    RemoteWrongCpu,
+}
+
+impl FlushReason {
+    pub const ALL: [FlushReason; 6] = [
+        FlushReason::TaskSwitch,
+        FlushReason::RemoteShootdown,
+        FlushReason::LocalShootdown,
+        FlushReason::LocalMmShootdown,
+        FlushReason::RemoteSendIpi,
+        FlushReason::RemoteWrongCpu,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            FlushReason::TaskSwitch => "task_switch",
+            FlushReason::RemoteShootdown => "remote_shootdown",
+            FlushReason::LocalShootdown => "local_shootdown",
+            FlushReason::LocalMmShootdown => "local_mm_shootdown",
+            FlushReason::RemoteSendIpi => "remote_send_ipi",
+            FlushReason::RemoteWrongCpu => "remote_wrong_cpu",
+        }
+    }
+}
+
+/// A broken safety invariant (KERNEL_FACTS.md "Safety invariants").
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Violation {
+    /// Invariant number, 1..=8.
+    pub invariant: u8,
+    pub cpu: CpuId,
+    pub addr: u64,
+    pub what: String,
+}
+
+/// `struct cpu`: one CPU's architectural and kernel per-CPU state.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Cpu {
+    pub id: CpuId,
+    /// Nesting of IRQ-off windows that span steps (0 = IRQs on).
+    pub irqs_off: u8,
+    /// `preempt_count()`.
+    pub preempt_count: u32,
+    pub tlbstate: TlbState,
+    pub tlb: Tlb,
+    /// `per_cpu(call_single_queue)`: entries waiting for the IPI handler.
+    pub call_single_queue: Vec<Csd>,
+    /// CALL_FUNCTION_VECTOR pending in the local APIC.
+    pub ipi_pending: bool,
+    /// As an initiator: targets whose csd is still locked (`csd_lock_wait`).
+    pub cfd_locked: CpuMask,
+    pub curr: Option<TaskId>,
+    pub rq: VecDeque<TaskId>,
+    /// The per-CPU `flush_tlb_info`.
+    pub flush_info: FlushTlbInfo,
+}
+
+/// Kernel configuration the paths read (switches, static keys, tunables).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct KernelCfg {
+    pub nr_cpus: u32,
+    pub pcid: bool,
+    pub tlb_single_page_flush_ceiling: u64,
+    pub flush_tlb_info: FlushTlbInfoPlacement,
+    pub flush_tlb_info_stack_offset: u64,
+    /// Injected bugs (`[inject]`), for testing the monitor.
+    pub inject: machine::scenario::InjectCfg,
+}
+
+/// Which kind of step to run on a CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StepKind {
+    /// Advance whatever the CPU is running.
+    Run,
+    /// Take the pending call-function IPI.
+    TakeIrq,
+}
+
+/// The modelled machine and kernel.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct World {
+    pub cfg: KernelCfg,
+    /// Time as the driver last set it (ns), for `jiffies`-based decisions.
+    pub now: Time,
+    pub cpus: Vec<Cpu>,
+    pub tasks: Vec<Task>,
+    pub mms: Vec<Mm>,
+    pub mem: PhysMem,
+    /// Names of measured operations (index = op id in [`Stat`]).
+    pub op_names: Vec<String>,
+    /// Measured tasks that have not finished.
+    pub measuring: u32,
+    pub violations: Vec<Violation>,
+    pub counters: Counters,
+    next_ctx_id: u64,
+}
+
+/// Violations kept in full; later ones are only counted.
+pub const MAX_VIOLATIONS: usize = 64;
+
+impl World {
+    /// An idle machine as the scenario describes it, with `init_mm` loaded everywhere.
+    pub fn new(s: &Scenario) -> Result<World, Error> {
+        let n = s.machine.cpus as usize;
+        let frames = (s.machine.memory.0 / machine::PAGE_SIZE).min(u32::MAX as u64 - 1) as u32;
+        let mut mem = PhysMem::new(frames);
+        let kernel_pgd = mem.alloc(FrameUse::Table(4))?;
+        let m = &s.machine;
+        let cfg = KernelCfg {
+            nr_cpus: m.cpus,
+            pcid: m.pcid,
+            tlb_single_page_flush_ceiling: s.x86.tlb_single_page_flush_ceiling as u64,
+            flush_tlb_info: s.x86.flush_tlb_info,
+            flush_tlb_info_stack_offset: s.x86.flush_tlb_info_stack_offset as u64,
+            inject: s.inject.clone(),
+        };
+        let cpus = (0..n)
+            .map(|i| Cpu {
+                id: i as CpuId,
+                irqs_off: 0,
+                preempt_count: 0,
+                tlbstate: TlbState::new(),
+                tlb: Tlb::new(m.tlb_entries, m.tlb_ways, m.psc_entries),
+                call_single_queue: Vec::new(),
+                ipi_pending: false,
+                cfd_locked: CpuMask::new(n),
+                curr: None,
+                rq: VecDeque::new(),
+                flush_info: FlushTlbInfo::default(),
+            })
+            .collect();
+        let init_mm = Mm {
+            id: INIT_MM,
+            ctx_id: 0,
+            tlb_gen: 1,
+            pgd: kernel_pgd,
+            cpumask: CpuMask::new(n),
+            vmas: Vec::new(),
+            next_trim_cpumask: 0,
+        };
+        Ok(World {
+            cfg,
+            now: 0,
+            cpus,
+            tasks: Vec::new(),
+            mms: vec![init_mm],
+            mem,
+            op_names: vec!["flush_tlb_mm_range".to_string()],
+            measuring: 0,
+            violations: Vec::new(),
+            counters: Counters {
+                irq_tlb: vec![0; n],
+                irq_cal: vec![0; n],
+                irq_res: vec![0; n],
+                ..Counters::default()
+            },
+            next_ctx_id: 1,
+        })
+    }
+
+    /// `mm_alloc()`: a new address space with an empty PGD (`context.tlb_gen` starts at 1).
+    pub fn mm_alloc(&mut self) -> Result<MmId, Error> {
+        let pgd = self.mem.alloc(FrameUse::Table(4))?;
+        let id = self.mms.len() as MmId;
+        self.mms.push(Mm {
+            id,
+            ctx_id: self.next_ctx_id,
+            tlb_gen: 1,
+            pgd,
+            cpumask: CpuMask::new(self.cpus.len()),
+            vmas: Vec::new(),
+            next_trim_cpumask: self.now + 1_000_000_000,
+        });
+        self.next_ctx_id += 1;
+        Ok(id)
+    }
+
+    /// Add an anonymous private VMA to `mm` (what `mmap` does before any fault).
+    pub fn add_vma(&mut self, mm: MmId, start: u64, len: u64) {
+        self.mms[mm as usize].vmas.push(Vma {
+            start,
+            end: start + len,
+            writable: true,
+        });
+    }
+
+    /// Register a measured-operation name; returns its id.
+    pub fn op_id(&mut self, name: &str) -> u16 {
+        if let Some(i) = self.op_names.iter().position(|n| n == name) {
+            return i as u16;
+        }
+        self.op_names.push(name.to_string());
+        (self.op_names.len() - 1) as u16
+    }
+
+    /// Create a task of `mm` pinned to `cpu`, running `prog`.
+    pub fn spawn(&mut self, mm: MmId, cpu: CpuId, prog: Vec<UserOp>, measured: bool) -> TaskId {
+        let id = self.tasks.len() as TaskId;
+        self.tasks.push(Task {
+            id,
+            mm,
+            cpu,
+            state: TaskState::Runnable,
+            prog: prog.into(),
+            us: UserState::default(),
+            kstack: Vec::with_capacity(4),
+            gather: MmuGather::default(),
+            stack_info: FlushTlbInfo::default(),
+            measured,
+        });
+        self.cpus[cpu as usize].rq.push_back(id);
+        if measured {
+            self.measuring += 1;
+        }
+        id
+    }
+
+    /// Record a broken invariant.
+    pub fn violation(&mut self, invariant: u8, cpu: CpuId, addr: u64, what: String) {
+        if self.violations.len() < MAX_VIOLATIONS {
+            self.violations.push(Violation {
+                invariant,
+                cpu,
+                addr,
+                what,
+            });
+        } else {
+            self.counters.violations_dropped += 1;
+        }
+    }
+
+    /// Can `cpu` make progress now without an interrupt?
+    pub fn can_run(&self, cpu: CpuId) -> bool {
+        let c = &self.cpus[cpu as usize];
+        match c.curr {
+            None => !c.rq.is_empty(),
+            Some(t) => {
+                let task = &self.tasks[t as usize];
+                match task.kstack.last() {
+                    Some(f) => f.can_run(self, cpu),
+                    None => crate::user::can_run(task),
+                }
+            }
+        }
+    }
+
+    /// Would `cpu` take a pending IPI now?
+    pub fn can_take_irq(&self, cpu: CpuId) -> bool {
+        let c = &self.cpus[cpu as usize];
+        c.ipi_pending && c.irqs_off == 0
+    }
+
+    /// The steps enabled now, for exhaustive exploration.
+    pub fn enabled(&self, out: &mut Vec<(CpuId, StepKind)>) {
+        out.clear();
+        for c in 0..self.cpus.len() as CpuId {
+            if self.can_run(c) {
+                out.push((c, StepKind::Run));
+            }
+            if self.can_take_irq(c) {
+                out.push((c, StepKind::TakeIrq));
+            }
+        }
+    }
+
+    /// Run one step on `cpu`.
+    pub fn step(&mut self, cpu: CpuId, kind: StepKind, fx: &mut Effects) {
+        match kind {
+            StepKind::TakeIrq => crate::kernel_smp::sysvec_call_function(self, cpu, fx),
+            StepKind::Run => self.run(cpu, fx),
+        }
+    }
+
+    fn run(&mut self, cpu: CpuId, fx: &mut Effects) {
+        let Some(t) = self.cpus[cpu as usize].curr else {
+            crate::sched::core::schedule(self, cpu, fx);
+            return;
+        };
+        // Bounded: every path yields after at most a handful of local moves.
+        for _ in 0..256 {
+            let popped = self.tasks[t as usize].kstack.pop();
+            let (frame, flow) = match popped {
+                Some(mut f) => {
+                    let flow = f.step(self, cpu, t, fx);
+                    (Some(f), flow)
+                }
+                None => (None, crate::user::step_user(self, cpu, t, fx)),
+            };
+            let stack = &mut self.tasks[t as usize].kstack;
+            match flow {
+                Flow::Continue => stack.extend(frame),
+                Flow::Yield | Flow::Block => {
+                    stack.extend(frame);
+                    return;
+                }
+                Flow::Call(child) => {
+                    stack.extend(frame);
+                    stack.push(child);
+                }
+                Flow::CallYield(child) => {
+                    stack.extend(frame);
+                    stack.push(child);
+                    return;
+                }
+                Flow::Return => {
+                    if self.cpus[cpu as usize].curr != Some(t) {
+                        return;
+                    }
+                }
+            }
+        }
+        unreachable!("CPU{cpu}: a step did not yield within 256 moves");
+    }
+
+    /// The `flush_tlb_info` behind a reference, as a reader sees it now.
+    pub fn flush_info(&self, r: crate::arch::x86::tlb::InfoRef) -> &FlushTlbInfo {
+        match r {
+            crate::arch::x86::tlb::InfoRef::PerCpu(c) => &self.cpus[c as usize].flush_info,
+            crate::arch::x86::tlb::InfoRef::Stack(t) => &self.tasks[t as usize].stack_info,
+        }
+    }
+
+    /// A task leaves the CPU for good (`do_exit` → `__schedule` → idle).
+    pub fn task_exit(&mut self, cpu: CpuId, t: TaskId, fx: &mut Effects) {
+        let task = &mut self.tasks[t as usize];
+        task.state = TaskState::Exited;
+        if task.measured {
+            self.measuring -= 1;
+            fx.stat(Stat::Done(t));
+        }
+        fx.label(Label::Exit);
+        self.cpus[cpu as usize].curr = None;
+        crate::sched::core::schedule(self, cpu, fx);
+    }
+
+    /// Rough host memory this world needs, in bytes (checked before a run).
+    pub fn estimate_bytes(s: &Scenario, frames: u64, tables: u64, tasks: u64) -> u64 {
+        let cpus = s.machine.cpus as u64;
+        let per_cpu = s.machine.tlb_entries as u64 * 32
+            + s.machine.psc_entries as u64 * 40
+            + 1024
+            + cpus / 8 * 2;
+        cpus * per_cpu + frames * 24 + tables * 4200 + tasks * (512 + cpus / 8)
+    }
+}

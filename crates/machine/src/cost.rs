@@ -1,0 +1,213 @@
+//! The cost profile: every price the simulator charges, in one place.
+//!
+//! Kernel paths never carry a latency constant. They record *what* they did
+//! (an INVLPG, an IPI sent, a cache line read) as a [`Cost`] class with a
+//! count; the driver prices those records with a [`CostProfile`]. The bundled
+//! default (`profiles/x86-icelake.toml`) names the published source of every
+//! entry; `run --profile FILE` swaps in another (for example one written by
+//! `tlblab calibrate`).
+
+use crate::Error;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+macro_rules! costs {
+    ($($(#[doc = $doc:literal])* $v:ident = $name:literal,)*) => {
+        /// A cost class. Each names one hardware or kernel action.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u8)]
+        pub enum Cost { $($(#[doc = $doc])* $v,)* }
+
+        impl Cost {
+            /// Every class, in declaration order.
+            pub const ALL: &'static [Cost] = &[$(Cost::$v,)*];
+            /// The profile key of this class.
+            pub fn name(self) -> &'static str {
+                match self { $(Cost::$v => $name,)* }
+            }
+            /// What the class stands for (its doc comment).
+            pub fn doc(self) -> &'static str {
+                match self { $(Cost::$v => concat!($($doc),*).trim_ascii(),)* }
+            }
+        }
+    };
+}
+
+costs! {
+    /// `syscall` entry plus `sysret` exit, no mitigations.
+    SyscallEntryExit = "syscall_entry_exit",
+    /// Page-fault exception entry, `do_user_addr_fault` up to `handle_mm_fault`, and `iret`.
+    PageFaultEntryExit = "page_fault_entry_exit",
+    /// `do_anonymous_page`: allocate, zero and charge a 4 KiB page, set the PTE.
+    DoAnonymousPage = "do_anonymous_page",
+    /// Fixed part of a zap: `tlb_gather_mmu`, walking to the PTE table, `tlb_finish_mmu`.
+    ZapFixed = "zap_fixed",
+    /// Clearing one PTE and adding its page to the gather batch.
+    ZapPte = "zap_pte",
+    /// Freeing one page from the gather batch back to the allocator.
+    FreePage = "free_page",
+    /// Freeing one page-table page.
+    FreeTable = "free_table",
+    /// A locked read-modify-write on a line already owned (`atomic64_inc_return`).
+    AtomicOp = "atomic_op",
+    /// Filling `struct flush_tlb_info` (compute, excluding cache misses).
+    FlushInfoInit = "flush_info_init",
+    /// Fixed part of `smp_call_function_many_cond`: cpumask copies and loops.
+    SmpCallFixed = "smp_call_fixed",
+    /// Sending one IPI: x2APIC ICR write with its fence, per target.
+    IpiSend = "ipi_send",
+    /// From the ICR write until the target starts its interrupt entry.
+    IpiDelivery = "ipi_delivery",
+    /// Interrupt entry up to the vector's handler.
+    IrqEntry = "irq_entry",
+    /// Interrupt exit back to the interrupted context.
+    IrqExit = "irq_exit",
+    /// Dispatching one queued call-function entry (`__flush_smp_call_function_queue`).
+    CsdRun = "csd_run",
+    /// Fixed part of `flush_tlb_func` (generation checks, tracing).
+    FlushTlbFuncFixed = "flush_tlb_func_fixed",
+    /// One `INVLPG` (`flush_tlb_one_user`).
+    Invlpg = "invlpg",
+    /// A full flush of the current ASID (`flush_tlb_local`: CR3 write or INVPCID).
+    FlushTlbLocal = "flush_tlb_local",
+    /// A CR3 write that keeps the ASID's entries (`build_cr3_noflush`).
+    Cr3Write = "cr3_write",
+    /// `__schedule` and `context_switch` excluding `switch_mm_irqs_off`.
+    ContextSwitch = "context_switch",
+    /// A hardware page walk after a TLB miss (page-table lines in cache).
+    TlbMissWalk = "tlb_miss_walk",
+    /// A user load or store that hits the TLB.
+    UserAccess = "user_access",
+    /// One iteration of a benchmark's own loop (branch, counter).
+    UserLoop = "user_loop",
+    /// Moving a cache line from another core's cache (core-to-core latency).
+    CacheLineTransfer = "cache_line_transfer",
+    /// Each further line missed together with the first (overlapping misses).
+    CacheLineConcurrent = "cache_line_concurrent",
+    /// Fixed part of `mmap` (VMA setup).
+    MmapFixed = "mmap_fixed",
+    /// Fixed part of `munmap` (VMA teardown, `free_pgtables` walk).
+    MunmapFixed = "munmap_fixed",
+    /// `pthread_create`/`fork` up to the new task's first instruction: staggers a benchmark's tasks.
+    TaskCreate = "task_create",
+}
+
+/// One priced entry.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    /// Nanoseconds per occurrence.
+    pub ns: f64,
+    /// Where the figure comes from.
+    pub source: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileFile {
+    name: String,
+    description: String,
+    costs: BTreeMap<String, Entry>,
+}
+
+/// Prices for every [`Cost`] class.
+#[derive(Clone, Debug)]
+pub struct CostProfile {
+    pub name: String,
+    pub description: String,
+    ns: Vec<f64>,
+    sources: Vec<String>,
+}
+
+/// The bundled default profile.
+pub const DEFAULT_PROFILE: &str = include_str!("../profiles/x86-icelake.toml");
+
+impl CostProfile {
+    /// Parse a profile; every class must be priced exactly once.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, Error> {
+        let f: ProfileFile = toml::from_str(text)
+            .map_err(|e| Error::Config(format!("{origin}: {}", one_line(&e.to_string()))))?;
+        let mut ns = Vec::with_capacity(Cost::ALL.len());
+        let mut sources = Vec::with_capacity(Cost::ALL.len());
+        for c in Cost::ALL {
+            let e = f.costs.get(c.name()).ok_or_else(|| {
+                Error::Config(format!(
+                    "{origin}: cost profile has no entry '{}'",
+                    c.name()
+                ))
+            })?;
+            if !(e.ns.is_finite() && e.ns >= 0.0 && e.ns < 1e9) {
+                return Err(Error::Range(format!(
+                    "{origin}: cost '{}' = {} ns",
+                    c.name(),
+                    e.ns
+                )));
+            }
+            ns.push(e.ns);
+            sources.push(e.source.clone());
+        }
+        if let Some(k) = f
+            .costs
+            .keys()
+            .find(|k| !Cost::ALL.iter().any(|c| c.name() == *k))
+        {
+            return Err(Error::Config(format!("{origin}: unknown cost entry '{k}'")));
+        }
+        Ok(CostProfile {
+            name: f.name,
+            description: f.description,
+            ns,
+            sources,
+        })
+    }
+
+    /// The bundled default.
+    pub fn default_x86() -> Self {
+        Self::from_toml(DEFAULT_PROFILE, "bundled profile").expect("bundled profile parses")
+    }
+
+    /// Nanoseconds for one occurrence of `c`.
+    #[inline]
+    pub fn ns(&self, c: Cost) -> f64 {
+        self.ns[c as usize]
+    }
+
+    /// The documented source of `c`'s price.
+    pub fn source(&self, c: Cost) -> &str {
+        &self.sources[c as usize]
+    }
+
+    /// Override one price (calibration, sweeps).
+    pub fn set(&mut self, c: Cost, ns: f64) {
+        self.ns[c as usize] = ns;
+    }
+}
+
+/// Fold a multi-line parser message into one line.
+pub fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bundled_profile_prices_every_class_with_a_source() {
+        let p = CostProfile::default_x86();
+        for c in Cost::ALL {
+            assert!(p.ns(*c) >= 0.0);
+            assert!(p.source(*c).len() > 10, "{} needs a source", c.name());
+            assert!(!c.doc().is_empty());
+        }
+    }
+
+    #[test]
+    fn missing_and_unknown_entries_are_errors() {
+        let bad = DEFAULT_PROFILE.replace("\ninvlpg ", "\ninvlpgx ");
+        let e = CostProfile::from_toml(&bad, "t").unwrap_err().to_string();
+        assert!(e.contains("'invlpg'"), "{e}");
+        let e = CostProfile::from_toml("name = 1", "t").unwrap_err();
+        assert!(matches!(e, Error::Config(_)));
+    }
+}

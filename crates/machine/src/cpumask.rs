@@ -1,0 +1,105 @@
+//! `struct cpumask`: a bitmap of CPUs (include/linux/cpumask.h).
+
+use crate::CpuId;
+
+/// A fixed-size CPU bitmap, sized for the machine's CPU count.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct CpuMask {
+    words: Vec<u64>,
+}
+
+impl CpuMask {
+    /// An empty mask for `nr_cpu_ids` CPUs.
+    pub fn new(nr_cpus: usize) -> Self {
+        CpuMask {
+            words: vec![0; nr_cpus.div_ceil(64).max(1)],
+        }
+    }
+
+    /// `cpumask_set_cpu()`.
+    #[inline]
+    pub fn set(&mut self, cpu: CpuId) {
+        self.words[cpu as usize / 64] |= 1 << (cpu % 64);
+    }
+
+    /// `cpumask_clear_cpu()`.
+    #[inline]
+    pub fn clear(&mut self, cpu: CpuId) {
+        self.words[cpu as usize / 64] &= !(1 << (cpu % 64));
+    }
+
+    /// `cpumask_test_cpu()`.
+    #[inline]
+    pub fn test(&self, cpu: CpuId) -> bool {
+        self.words[cpu as usize / 64] & (1 << (cpu % 64)) != 0
+    }
+
+    /// `cpumask_empty()`.
+    pub fn is_empty(&self) -> bool {
+        self.words.iter().all(|w| *w == 0)
+    }
+
+    /// `cpumask_weight()`.
+    pub fn weight(&self) -> u32 {
+        self.words.iter().map(|w| w.count_ones()).sum()
+    }
+
+    /// `cpumask_clear()`.
+    pub fn clear_all(&mut self) {
+        self.words.iter_mut().for_each(|w| *w = 0);
+    }
+
+    /// `cpumask_any_but(mask, cpu) < nr_cpu_ids`: is any CPU other than `cpu` set?
+    pub fn any_but(&self, cpu: CpuId) -> bool {
+        self.words.iter().enumerate().any(|(i, w)| {
+            let mut w = *w;
+            if i == cpu as usize / 64 {
+                w &= !(1 << (cpu % 64));
+            }
+            w != 0
+        })
+    }
+
+    /// `for_each_cpu()`: the set CPUs in ascending order.
+    pub fn iter(&self) -> impl Iterator<Item = CpuId> + '_ {
+        self.words.iter().enumerate().flat_map(|(i, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let b = w.trailing_zeros();
+                w &= w - 1;
+                Some((i * 64) as CpuId + b as CpuId)
+            })
+        })
+    }
+
+    /// The lowest set CPU, if any.
+    pub fn first(&self) -> Option<CpuId> {
+        self.iter().next()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_clear_iter_any_but() {
+        let mut m = CpuMask::new(130);
+        for c in [0, 63, 64, 129] {
+            m.set(c);
+        }
+        assert_eq!(m.iter().collect::<Vec<_>>(), vec![0, 63, 64, 129]);
+        assert_eq!(m.weight(), 4);
+        assert!(m.any_but(0));
+        m.clear(63);
+        m.clear(64);
+        m.clear(129);
+        assert!(!m.any_but(0));
+        assert!(m.any_but(5));
+        m.clear(0);
+        assert!(m.is_empty());
+    }
+}

@@ -1,0 +1,207 @@
+//! Physical memory: frames with reuse generations, and page-table pages.
+//!
+//! A frame is an id, not a physical address range: a 2 MiB huge page is one
+//! frame of order 9. Every free bumps the frame's generation, so a cached
+//! translation (TLB entry, paging-structure-cache entry, a lockless walker's
+//! pointer) that remembers the generation it saw can tell that its frame was
+//! freed or reused since. The free list is LIFO, as the page allocator's
+//! per-CPU lists are, so a freed frame is handed out again soon: that is what
+//! turns a missed flush into a visible use-after-free.
+
+use crate::{Error, Pfn, PTRS_PER_TABLE};
+
+/// PTE bits (x86 names; the other architectures map theirs onto these).
+pub mod pte {
+    pub const PRESENT: u64 = 1 << 0;
+    pub const WRITE: u64 = 1 << 1;
+    pub const USER: u64 = 1 << 2;
+    pub const ACCESSED: u64 = 1 << 5;
+    pub const DIRTY: u64 = 1 << 6;
+    /// `_PAGE_PSE`: a leaf at PMD level (2 MiB).
+    pub const HUGE: u64 = 1 << 7;
+    const PFN_SHIFT: u32 = 12;
+
+    /// Build an entry pointing at `pfn` with `flags`.
+    pub fn make(pfn: super::Pfn, flags: u64) -> u64 {
+        ((pfn as u64) << PFN_SHIFT) | flags | PRESENT
+    }
+    pub fn pfn(e: u64) -> super::Pfn {
+        (e >> PFN_SHIFT) as super::Pfn
+    }
+    pub fn present(e: u64) -> bool {
+        e & PRESENT != 0
+    }
+    pub fn writable(e: u64) -> bool {
+        e & WRITE != 0
+    }
+    pub fn huge(e: u64) -> bool {
+        e & HUGE != 0
+    }
+}
+
+/// What a frame currently holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FrameUse {
+    Free,
+    /// An anonymous user page (or huge page).
+    Anon,
+    /// A page-table page at `level` (4 = PGD ... 1 = PTE table).
+    Table(u8),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct FrameMeta {
+    gen: u32,
+    usage: FrameUse,
+}
+
+/// The frame allocator and the contents of page-table pages.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PhysMem {
+    meta: Vec<FrameMeta>,
+    free: Vec<Pfn>,
+    tables: Vec<Option<Box<[u64; PTRS_PER_TABLE]>>>,
+    limit: u32,
+    in_use: u32,
+}
+
+impl PhysMem {
+    /// Memory of at most `limit` frames (frame 0 is never handed out).
+    pub fn new(limit: u32) -> Self {
+        PhysMem {
+            meta: vec![FrameMeta {
+                gen: 0,
+                usage: FrameUse::Free,
+            }],
+            free: Vec::new(),
+            tables: vec![None],
+            limit,
+            in_use: 0,
+        }
+    }
+
+    /// Allocate a frame for `usage` (`alloc_page`, `pte_alloc_one`, ...).
+    /// Page-table pages come zeroed.
+    pub fn alloc(&mut self, usage: FrameUse) -> Result<Pfn, Error> {
+        let pfn = match self.free.pop() {
+            Some(p) => p,
+            None => {
+                let p = self.meta.len() as Pfn;
+                if p > self.limit {
+                    return Err(Error::TooBig(format!(
+                        "out of simulated memory: more than {} frames in use (raise machine.memory)",
+                        self.limit
+                    )));
+                }
+                self.meta.push(FrameMeta {
+                    gen: 0,
+                    usage: FrameUse::Free,
+                });
+                self.tables.push(None);
+                p
+            }
+        };
+        let m = &mut self.meta[pfn as usize];
+        debug_assert_eq!(m.usage, FrameUse::Free);
+        m.usage = usage;
+        if let FrameUse::Table(_) = usage {
+            self.tables[pfn as usize] = Some(Box::new([0; PTRS_PER_TABLE]));
+        }
+        self.in_use += 1;
+        Ok(pfn)
+    }
+
+    /// Free a frame: its generation moves on, its table contents are gone.
+    pub fn free(&mut self, pfn: Pfn) {
+        let m = &mut self.meta[pfn as usize];
+        debug_assert_ne!(m.usage, FrameUse::Free, "double free of frame {pfn}");
+        m.usage = FrameUse::Free;
+        m.gen = m.gen.wrapping_add(1);
+        self.tables[pfn as usize] = None;
+        self.in_use -= 1;
+        self.free.push(pfn);
+    }
+
+    /// The frame's current generation.
+    #[inline]
+    pub fn gen(&self, pfn: Pfn) -> u32 {
+        self.meta[pfn as usize].gen
+    }
+
+    pub fn usage(&self, pfn: Pfn) -> FrameUse {
+        self.meta[pfn as usize].usage
+    }
+
+    /// Frames in use now.
+    pub fn in_use(&self) -> u32 {
+        self.in_use
+    }
+
+    /// Highest frame number handed out so far plus one.
+    pub fn high_water(&self) -> u32 {
+        self.meta.len() as u32
+    }
+
+    /// Read entry `idx` of page-table page `pfn`; `None` if `pfn` is not a
+    /// page-table page any more (freed or reused).
+    #[inline]
+    pub fn read(&self, pfn: Pfn, idx: usize) -> Option<u64> {
+        self.tables[pfn as usize].as_ref().map(|t| t[idx])
+    }
+
+    /// Write entry `idx` of page-table page `pfn`.
+    #[inline]
+    pub fn write(&mut self, pfn: Pfn, idx: usize, val: u64) {
+        let t = self.tables[pfn as usize]
+            .as_mut()
+            .expect("write to a frame that is not a page table");
+        t[idx] = val;
+    }
+
+    /// Does page-table page `pfn` hold no present entry?
+    pub fn table_empty(&self, pfn: Pfn) -> bool {
+        self.tables[pfn as usize]
+            .as_ref()
+            .is_none_or(|t| t.iter().all(|e| !pte::present(*e)))
+    }
+}
+
+/// Index of `va` in the page-table page at `level` (4 = PGD ... 1 = PTE).
+#[inline]
+pub fn table_index(va: u64, level: u8) -> usize {
+    ((va >> (12 + 9 * (level as u32 - 1))) & 511) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reuse_bumps_generation_lifo() {
+        let mut m = PhysMem::new(4);
+        let a = m.alloc(FrameUse::Anon).unwrap();
+        let g = m.gen(a);
+        m.free(a);
+        let b = m.alloc(FrameUse::Table(1)).unwrap();
+        assert_eq!(a, b, "LIFO reuse");
+        assert_ne!(m.gen(b), g);
+        assert_eq!(m.read(b, 3), Some(0));
+        m.write(b, 3, pte::make(9, pte::WRITE));
+        assert!(!m.table_empty(b));
+        assert_eq!(pte::pfn(m.read(b, 3).unwrap()), 9);
+    }
+
+    #[test]
+    fn limit_is_an_error_not_a_panic() {
+        let mut m = PhysMem::new(2);
+        m.alloc(FrameUse::Anon).unwrap();
+        m.alloc(FrameUse::Anon).unwrap();
+        assert!(matches!(m.alloc(FrameUse::Anon), Err(Error::TooBig(_))));
+    }
+
+    #[test]
+    fn indices() {
+        let va = (3u64 << 39) | (5 << 30) | (7 << 21) | (9 << 12);
+        assert_eq!([4, 3, 2, 1].map(|l| table_index(va, l)), [3, 5, 7, 9]);
+    }
+}

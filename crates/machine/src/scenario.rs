@@ -1,0 +1,482 @@
+//! A scenario: the machine, the workload, the policy switches and the seed.
+//!
+//! Scenarios are TOML files under `scenarios/`; every field can be overridden
+//! with `--set dotted.key=value`. Unknown keys, bad values and absurd sizes are
+//! errors that name the key.
+
+use crate::cost::one_line;
+use crate::Error;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A size in bytes, written `4KiB`, `1MiB`, `20GiB` or as a plain number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Size(pub u64);
+
+impl Size {
+    pub fn parse(s: &str) -> Result<Size, String> {
+        let t = s.trim();
+        let split = t
+            .find(|c: char| !(c.is_ascii_digit() || c == '_'))
+            .unwrap_or(t.len());
+        let (num, unit) = t.split_at(split);
+        let n: u64 = num
+            .replace('_', "")
+            .parse()
+            .map_err(|_| format!("size '{s}' does not parse"))?;
+        let mult: u64 = match unit.trim() {
+            "" | "B" => 1,
+            "K" | "KiB" | "KB" | "k" => 1 << 10,
+            "M" | "MiB" | "MB" => 1 << 20,
+            "G" | "GiB" | "GB" => 1 << 30,
+            "T" | "TiB" | "TB" => 1 << 40,
+            u => {
+                return Err(format!(
+                    "size '{s}' has unknown unit '{u}' (use KiB, MiB, GiB, TiB)"
+                ))
+            }
+        };
+        n.checked_mul(mult)
+            .map(Size)
+            .ok_or_else(|| format!("size '{s}' overflows"))
+    }
+}
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v = self.0;
+        for (shift, u) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
+            if v >= 1 << shift && v.is_multiple_of(1 << shift) {
+                return write!(f, "{}{u}", v >> shift);
+            }
+        }
+        write!(f, "{v}")
+    }
+}
+
+impl Serialize for Size {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => Ok(Size(n)),
+            Raw::S(s) => Size::parse(&s).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// The modelled architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arch {
+    X86,
+}
+
+/// Where `struct flush_tlb_info` lives (seed x86-flush-tlb-info-on-stack).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlushTlbInfoPlacement {
+    /// Upstream today: `DEFINE_PER_CPU_SHARED_ALIGNED(struct flush_tlb_info, ...)`.
+    Percpu,
+    /// The seed: on the caller's stack, `__aligned(64)`.
+    StackAligned,
+    /// On the stack with only natural (8-byte) alignment.
+    StackUnaligned,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MachineCfg {
+    pub arch: Arch,
+    /// Number of CPUs (`nr_cpu_ids`), 1..=4096.
+    pub cpus: u32,
+    /// Simulated physical memory.
+    pub memory: Size,
+    /// TLB capacity per CPU (translations) and associativity.
+    pub tlb_entries: u32,
+    pub tlb_ways: u32,
+    /// Paging-structure-cache entries (PTE-table pointers) per CPU.
+    pub psc_entries: u32,
+    /// X86_FEATURE_PCID: keep TLB_NR_DYN_ASIDS address spaces tagged.
+    pub pcid: bool,
+    /// Stop the run at this simulated time even if the workload is not done.
+    pub max_sim_time_ms: u64,
+    /// Run-to-run variability: every step's duration is scaled by a factor
+    /// drawn uniformly from [1 - j%, 1 + j%] with the scenario's seed (cache
+    /// and DRAM variance, SMT, frequency). It also keeps identical threads
+    /// from running in lockstep. 0 = exactly the profile's costs.
+    pub jitter_pct: u32,
+}
+
+impl Default for MachineCfg {
+    fn default() -> Self {
+        MachineCfg {
+            arch: Arch::X86,
+            cpus: 8,
+            memory: Size(64 << 30),
+            tlb_entries: 1536,
+            tlb_ways: 12,
+            psc_entries: 32,
+            pcid: true,
+            max_sim_time_ms: 60_000,
+            jitter_pct: 5,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkloadCfg {
+    /// One of `tlblab list` workloads.
+    pub name: String,
+    /// Extra threads or tasks, as the workload defines them.
+    pub threads: u32,
+    /// A region size, as the workload defines it.
+    pub size: Size,
+    /// Measured operations per measuring task.
+    pub iterations: u64,
+}
+
+impl Default for WorkloadCfg {
+    fn default() -> Self {
+        WorkloadCfg {
+            name: "madvise_dontneed".into(),
+            threads: 3,
+            size: Size(4096),
+            iterations: 10_000,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct X86Cfg {
+    /// Seed (a): `percpu | stack_aligned | stack_unaligned`.
+    pub flush_tlb_info: FlushTlbInfoPlacement,
+    /// Byte offset within its cache line of an unaligned on-stack
+    /// `flush_tlb_info` (8-byte aligned; 32 puts the 40-byte struct across two lines).
+    pub flush_tlb_info_stack_offset: u32,
+    /// `tlb_single_page_flush_ceiling` (debugfs), in pages.
+    pub tlb_single_page_flush_ceiling: u32,
+}
+
+impl Default for X86Cfg {
+    fn default() -> Self {
+        X86Cfg {
+            flush_tlb_info: FlushTlbInfoPlacement::Percpu,
+            flush_tlb_info_stack_offset: 32,
+            tlb_single_page_flush_ceiling: 33,
+        }
+    }
+}
+
+/// Deliberate bugs, to show that the invariant monitor (and later the
+/// checker) catches them. All off by default; never a model of upstream.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct InjectCfg {
+    /// `tlb_flush_mmu` frees the gathered pages before flushing the TLBs.
+    pub free_before_flush: bool,
+    /// `smp_call_function_many_cond` does not wait for the targets (`csd_lock_wait` skipped).
+    pub no_ipi_wait: bool,
+    /// `flush_tlb_func` records the new generation without flushing.
+    pub skip_flush_in_flush_tlb_func: bool,
+}
+
+/// A complete run description.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    /// Seed of every random draw in the run.
+    pub seed: u64,
+    pub machine: MachineCfg,
+    pub workload: WorkloadCfg,
+    pub x86: X86Cfg,
+    pub inject: InjectCfg,
+}
+
+impl Default for Scenario {
+    fn default() -> Self {
+        Scenario {
+            name: "default".into(),
+            description: String::new(),
+            seed: 1,
+            machine: MachineCfg::default(),
+            workload: WorkloadCfg::default(),
+            x86: X86Cfg::default(),
+            inject: InjectCfg::default(),
+        }
+    }
+}
+
+impl Scenario {
+    /// Parse a scenario file's text.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, Error> {
+        let s: Scenario = toml::from_str(text)
+            .map_err(|e| Error::Config(format!("{origin}: {}", one_line(&e.to_string()))))?;
+        Ok(s)
+    }
+
+    /// Apply one `dotted.key=value` override. The key must exist; the value is
+    /// read with the type the field already has.
+    pub fn set(&mut self, kv: &str) -> Result<(), Error> {
+        let (key, val) = kv
+            .split_once('=')
+            .ok_or_else(|| Error::Config(format!("--set '{kv}' is not key=value")))?;
+        let (key, val) = (key.trim(), val.trim());
+        let mut root = toml::Value::try_from(&*self).map_err(|e| Error::Config(e.to_string()))?;
+        let unknown = || Error::Config(format!("unknown key '{key}'"));
+        let parts: Vec<&str> = key.split('.').collect();
+        let (leaf, path) = parts.split_last().ok_or_else(unknown)?;
+        let mut cur = &mut root;
+        for p in path {
+            cur = cur
+                .as_table_mut()
+                .and_then(|t| t.get_mut(*p))
+                .ok_or_else(unknown)?;
+        }
+        let slot = cur
+            .as_table_mut()
+            .and_then(|t| t.get_mut(*leaf))
+            .ok_or_else(unknown)?;
+        *slot = match slot {
+            toml::Value::Boolean(_) => toml::Value::Boolean(
+                val.parse()
+                    .map_err(|_| Error::Config(format!("{key}: '{val}' is not true or false")))?,
+            ),
+            toml::Value::Integer(_) => toml::Value::Integer(
+                val.replace('_', "")
+                    .parse()
+                    .map_err(|_| Error::Config(format!("{key}: '{val}' is not an integer")))?,
+            ),
+            toml::Value::Float(_) => toml::Value::Float(
+                val.parse()
+                    .map_err(|_| Error::Config(format!("{key}: '{val}' is not a number")))?,
+            ),
+            toml::Value::Table(_) => {
+                return Err(Error::Config(format!("'{key}' is a section, not a value")));
+            }
+            _ => toml::Value::String(val.to_string()),
+        };
+        *self = root.try_into().map_err(|e: toml::de::Error| {
+            Error::Config(format!("{key}={val}: {}", one_line(e.message())))
+        })?;
+        Ok(())
+    }
+
+    /// Check ranges that the types cannot.
+    pub fn validate(&self) -> Result<(), Error> {
+        let m = &self.machine;
+        if !(1..=4096).contains(&m.cpus) {
+            return Err(Error::Range(format!(
+                "machine.cpus = {} (allowed 1..=4096)",
+                m.cpus
+            )));
+        }
+        if !(1..=1 << 20).contains(&m.tlb_entries)
+            || m.tlb_ways == 0
+            || !m.tlb_entries.is_multiple_of(m.tlb_ways)
+        {
+            return Err(Error::Range(format!(
+                "machine.tlb_entries = {} with tlb_ways = {} (entries 1..=1048576, a multiple of ways)",
+                m.tlb_entries, m.tlb_ways
+            )));
+        }
+        if !(1..=4096).contains(&m.psc_entries) {
+            return Err(Error::Range(format!(
+                "machine.psc_entries = {} (allowed 1..=4096)",
+                m.psc_entries
+            )));
+        }
+        if m.memory.0 < 1 << 20 || m.memory.0 > 1 << 46 {
+            return Err(Error::Range(format!(
+                "machine.memory = {} (allowed 1MiB..=64TiB)",
+                m.memory
+            )));
+        }
+        if m.max_sim_time_ms == 0 || m.max_sim_time_ms > 3_600_000 {
+            return Err(Error::Range(format!(
+                "machine.max_sim_time_ms = {} (allowed 1..=3600000)",
+                m.max_sim_time_ms
+            )));
+        }
+        if m.jitter_pct > 50 {
+            return Err(Error::Range(format!(
+                "machine.jitter_pct = {} (allowed 0..=50)",
+                m.jitter_pct
+            )));
+        }
+        let w = &self.workload;
+        if w.iterations == 0 || w.iterations > 1_000_000_000_000 {
+            return Err(Error::Range(format!(
+                "workload.iterations = {} (allowed 1..=10^12)",
+                w.iterations
+            )));
+        }
+        if w.size.0 == 0 || w.size.0 > m.memory.0 {
+            return Err(Error::Range(format!(
+                "workload.size = {} (must be positive and fit machine.memory = {})",
+                w.size, m.memory
+            )));
+        }
+        let x = &self.x86;
+        if x.flush_tlb_info_stack_offset >= 64 || !x.flush_tlb_info_stack_offset.is_multiple_of(8) {
+            return Err(Error::Range(format!(
+                "x86.flush_tlb_info_stack_offset = {} (a multiple of 8 below 64)",
+                x.flush_tlb_info_stack_offset
+            )));
+        }
+        if x.tlb_single_page_flush_ceiling > 1 << 20 {
+            return Err(Error::Range(format!(
+                "x86.tlb_single_page_flush_ceiling = {}",
+                x.tlb_single_page_flush_ceiling
+            )));
+        }
+        Ok(())
+    }
+
+    /// The resolved scenario as JSON (for `--json` output).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("scenario serialises")
+    }
+
+    /// Every switch and its allowed values, for `tlblab list`.
+    pub fn switches() -> Vec<(&'static str, &'static str, &'static str)> {
+        vec![
+            ("machine.arch", "x86", "architecture whose flush paths run"),
+            (
+                "x86.flush_tlb_info",
+                "percpu | stack_aligned | stack_unaligned",
+                "where struct flush_tlb_info lives (seed x86-flush-tlb-info-on-stack)",
+            ),
+            (
+                "x86.flush_tlb_info_stack_offset",
+                "0..56, step 8",
+                "offset in its line of an unaligned stack struct",
+            ),
+            (
+                "x86.tlb_single_page_flush_ceiling",
+                "pages (33)",
+                "ranges longer than this become full flushes",
+            ),
+            (
+                "machine.pcid",
+                "true | false",
+                "PCID: 6 dynamic ASIDs per CPU",
+            ),
+            (
+                "machine.jitter_pct",
+                "0..50 (5)",
+                "per-step duration variability, seeded",
+            ),
+            (
+                "inject.free_before_flush",
+                "true | false",
+                "BUG: free pages before the TLB flush",
+            ),
+            (
+                "inject.no_ipi_wait",
+                "true | false",
+                "BUG: do not wait for flush IPIs to be handled",
+            ),
+            (
+                "inject.skip_flush_in_flush_tlb_func",
+                "true | false",
+                "BUG: catch up tlb_gen without flushing",
+            ),
+        ]
+    }
+}
+
+/// SplitMix64: a tiny, stable PRNG so that a seed means the same draws in
+/// every build (Steele, Lea, Flood: "Fast splittable pseudorandom number
+/// generators", OOPSLA 2014).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `0..n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(Size::parse("20GiB").unwrap().0, 20 << 30);
+        assert_eq!(Size::parse("4096").unwrap().0, 4096);
+        assert_eq!(Size::parse("1_024KiB").unwrap().0, 1 << 20);
+        assert!(Size::parse("12 parsecs").is_err());
+        assert!(Size::parse("99999999999999TiB").is_err());
+        assert_eq!(Size(20 << 30).to_string(), "20GiB");
+    }
+
+    #[test]
+    fn set_overrides_and_rejects() {
+        let mut s = Scenario::default();
+        s.set("machine.cpus=64").unwrap();
+        s.set("x86.flush_tlb_info=stack_unaligned").unwrap();
+        s.set("workload.size=2MiB").unwrap();
+        assert_eq!(s.machine.cpus, 64);
+        assert_eq!(s.x86.flush_tlb_info, FlushTlbInfoPlacement::StackUnaligned);
+        assert_eq!(s.workload.size.0, 2 << 20);
+        for bad in [
+            "machine.cpuz=4",
+            "x86.flush_tlb_info=heap",
+            "machine.cpus=many",
+            "machine=3",
+            "nokey",
+        ] {
+            let e = s.clone().set(bad).unwrap_err().to_string();
+            assert!(!e.contains('\n'), "one line: {e}");
+        }
+        s.set("machine.cpus=0").unwrap();
+        assert!(s.validate().is_err());
+    }
+
+    #[test]
+    fn toml_round_trip_and_unknown_fields() {
+        let s = Scenario::from_toml(
+            "[machine]\ncpus = 4\n[workload]\nname='x'\nsize='1MiB'\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(s.machine.cpus, 4);
+        assert!(Scenario::from_toml("[machine]\ncpu = 4\n", "t").is_err());
+        assert!(Scenario::from_toml("[machine\n", "t").is_err());
+    }
+
+    #[test]
+    fn rng_is_stable() {
+        let mut r = Rng::new(1);
+        let a = r.next_u64();
+        assert_eq!(Rng::new(1).next_u64(), a);
+        assert!(r.below(10) < 10);
+    }
+}

@@ -1,0 +1,350 @@
+//! A per-CPU TLB and paging-structure cache.
+//!
+//! Set-associative with LRU replacement like a second-level TLB (x86 STLB,
+//! arm64 L2 TLB), tagged by the hardware ASID (x86 PCID slot, arm64/RISC-V
+//! ASID). Flushing a whole ASID, or everything, is O(1): each entry remembers
+//! the epoch of its ASID and the global epoch when it was filled, and a flush
+//! bumps the epoch, which makes every older entry invalid at once.
+//!
+//! The paging-structure cache (Intel SDM vol. 3 §4.10.3, "PDE cache") keeps
+//! the PTE-table frame that a 2 MiB-aligned region resolved to, so a later walk
+//! reads that table frame directly without re-reading the upper levels: this is
+//! why freeing a page-table page needs a flush even on CPUs whose TLB holds no
+//! leaf entry for the range (`freed_tables`).
+
+use crate::Pfn;
+
+const VALID: u8 = 1;
+const WRITE: u8 = 2;
+const HUGE: u8 = 4;
+/// Marks a tag as a 2 MiB translation so it never aliases a 4 KiB one.
+const HUGE_TAG: u64 = 1 << 63;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+struct Entry {
+    tag: u64,
+    pfn: Pfn,
+    frame_gen: u32,
+    epoch: u32,
+    gepoch: u32,
+    lru: u32,
+    asid: u16,
+    flags: u8,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+struct PscEntry {
+    region: u64,
+    table: Pfn,
+    table_gen: u32,
+    epoch: u32,
+    pepoch: u32,
+    gepoch: u32,
+    asid: u16,
+    valid: bool,
+}
+
+/// A translation found in the TLB.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TlbHit {
+    pub pfn: Pfn,
+    /// Generation of the frame when the translation was cached.
+    pub frame_gen: u32,
+    pub writable: bool,
+    pub huge: bool,
+}
+
+/// A PTE table found in the paging-structure cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PscHit {
+    pub table: Pfn,
+    pub table_gen: u32,
+}
+
+/// One CPU's TLB.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Tlb {
+    sets: u32,
+    ways: u32,
+    entries: Vec<Entry>,
+    psc: Vec<PscEntry>,
+    psc_next: u32,
+    epochs: Vec<u32>,
+    /// Per-ASID epoch of the paging-structure cache alone (INVLPG drops it).
+    psc_epochs: Vec<u32>,
+    gepoch: u32,
+    tick: u32,
+}
+
+impl Tlb {
+    /// A TLB of `entries` translations in `ways`-way sets, and a
+    /// paging-structure cache of `psc_entries` PTE-table pointers.
+    pub fn new(entries: u32, ways: u32, psc_entries: u32) -> Self {
+        let ways = ways.clamp(1, entries.max(1));
+        let sets = (entries / ways).max(1);
+        Tlb {
+            sets,
+            ways,
+            entries: vec![Entry::default(); (sets * ways) as usize],
+            psc: vec![PscEntry::default(); psc_entries.max(1) as usize],
+            psc_next: 0,
+            epochs: vec![0; 8],
+            psc_epochs: vec![0; 8],
+            gepoch: 1,
+            tick: 0,
+        }
+    }
+
+    fn epoch(&self, asid: u16) -> u32 {
+        self.epochs.get(asid as usize).copied().unwrap_or(0)
+    }
+
+    fn psc_epoch(&self, asid: u16) -> u32 {
+        self.psc_epochs.get(asid as usize).copied().unwrap_or(0)
+    }
+
+    fn bump(v: &mut Vec<u32>, asid: u16) {
+        let a = asid as usize;
+        if a >= v.len() {
+            v.resize(a + 1, 0);
+        }
+        v[a] = v[a].wrapping_add(1);
+    }
+
+    #[inline]
+    fn live(&self, e: &Entry) -> bool {
+        e.flags & VALID != 0 && e.gepoch == self.gepoch && e.epoch == self.epoch(e.asid)
+    }
+
+    fn set_of(&self, tag: u64) -> std::ops::Range<usize> {
+        let h = tag ^ (tag >> 17);
+        let s = (h % self.sets as u64) as usize;
+        let w = self.ways as usize;
+        s * w..s * w + w
+    }
+
+    fn tag(va: u64, huge: bool) -> u64 {
+        if huge {
+            (va >> crate::HPAGE_SHIFT) | HUGE_TAG
+        } else {
+            va >> crate::PAGE_SHIFT
+        }
+    }
+
+    /// Look `va` up for `asid`, 4 KiB first, then 2 MiB. Updates LRU.
+    pub fn lookup(&mut self, asid: u16, va: u64) -> Option<TlbHit> {
+        for huge in [false, true] {
+            let tag = Self::tag(va, huge);
+            let range = self.set_of(tag);
+            for i in range {
+                let e = self.entries[i];
+                if e.tag == tag && e.asid == asid && self.live(&e) {
+                    self.tick = self.tick.wrapping_add(1);
+                    self.entries[i].lru = self.tick;
+                    return Some(TlbHit {
+                        pfn: e.pfn,
+                        frame_gen: e.frame_gen,
+                        writable: e.flags & WRITE != 0,
+                        huge: e.flags & HUGE != 0,
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    /// Cache a translation (a TLB fill after a page walk).
+    pub fn fill(&mut self, asid: u16, va: u64, hit: TlbHit) {
+        let tag = Self::tag(va, hit.huge);
+        let range = self.set_of(tag);
+        let mut victim = range.start;
+        let mut best = u64::MAX;
+        for i in range {
+            let e = &self.entries[i];
+            let score = if !self.live(e) || (e.tag == tag && e.asid == asid) {
+                0
+            } else {
+                1 + e.lru as u64
+            };
+            if score < best {
+                best = score;
+                victim = i;
+            }
+            if score == 0 {
+                break;
+            }
+        }
+        self.tick = self.tick.wrapping_add(1);
+        let mut flags = VALID;
+        if hit.writable {
+            flags |= WRITE;
+        }
+        if hit.huge {
+            flags |= HUGE;
+        }
+        self.entries[victim] = Entry {
+            tag,
+            pfn: hit.pfn,
+            frame_gen: hit.frame_gen,
+            epoch: self.epoch(asid),
+            gepoch: self.gepoch,
+            lru: self.tick,
+            asid,
+            flags,
+        };
+    }
+
+    /// Look up the PTE table that maps `va`'s 2 MiB region.
+    pub fn psc_lookup(&self, asid: u16, va: u64) -> Option<PscHit> {
+        let region = va >> crate::HPAGE_SHIFT;
+        self.psc
+            .iter()
+            .find(|p| {
+                p.valid
+                    && p.region == region
+                    && p.asid == asid
+                    && p.gepoch == self.gepoch
+                    && p.epoch == self.epoch(asid)
+                    && p.pepoch == self.psc_epoch(asid)
+            })
+            .map(|p| PscHit {
+                table: p.table,
+                table_gen: p.table_gen,
+            })
+    }
+
+    /// Remember the PTE table a walk went through.
+    pub fn psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) {
+        let region = va >> crate::HPAGE_SHIFT;
+        let epoch = self.epoch(asid);
+        let pepoch = self.psc_epoch(asid);
+        let slot = match self
+            .psc
+            .iter()
+            .position(|p| p.valid && p.region == region && p.asid == asid)
+        {
+            Some(i) => i,
+            None => {
+                let i = self.psc_next as usize;
+                self.psc_next = (self.psc_next + 1) % self.psc.len() as u32;
+                i
+            }
+        };
+        self.psc[slot] = PscEntry {
+            region,
+            table,
+            table_gen,
+            epoch,
+            pepoch,
+            gepoch: self.gepoch,
+            asid,
+            valid: true,
+        };
+    }
+
+    /// `INVLPG` / `TLBI VAE1` / `sfence.vma va, asid`: drop the translations
+    /// of `va` in `asid`, and (as INVLPG does) every paging-structure-cache
+    /// entry of that ASID.
+    pub fn flush_one(&mut self, asid: u16, va: u64) {
+        for huge in [false, true] {
+            let tag = Self::tag(va, huge);
+            for i in self.set_of(tag) {
+                let e = &mut self.entries[i];
+                if e.tag == tag && e.asid == asid {
+                    e.flags = 0;
+                }
+            }
+        }
+        Self::bump(&mut self.psc_epochs, asid);
+    }
+
+    /// Drop every translation of `asid` (CR3 write with flush, INVPCID
+    /// single-context, `TLBI ASIDE1`, `sfence.vma zero, asid`).
+    pub fn flush_asid(&mut self, asid: u16) {
+        Self::bump(&mut self.epochs, asid);
+    }
+
+    /// Drop every translation (`__flush_tlb_all`, `TLBI VMALLE1`).
+    pub fn flush_all(&mut self) {
+        self.gepoch = self.gepoch.wrapping_add(1);
+    }
+
+    /// Number of live translations of `asid` (for tests and reports).
+    pub fn count(&self, asid: u16) -> usize {
+        self.entries
+            .iter()
+            .filter(|e| e.asid == asid && self.live(e))
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(pfn: Pfn) -> TlbHit {
+        TlbHit {
+            pfn,
+            frame_gen: 1,
+            writable: true,
+            huge: false,
+        }
+    }
+
+    #[test]
+    fn fill_lookup_flush() {
+        let mut t = Tlb::new(64, 4, 4);
+        t.fill(1, 0x1000, hit(7));
+        t.fill(2, 0x1000, hit(8));
+        assert_eq!(t.lookup(1, 0x1234).unwrap().pfn, 7);
+        assert_eq!(t.lookup(2, 0x1000).unwrap().pfn, 8);
+        t.flush_one(1, 0x1000);
+        assert!(t.lookup(1, 0x1000).is_none());
+        assert!(t.lookup(2, 0x1000).is_some());
+        t.flush_asid(2);
+        assert!(t.lookup(2, 0x1000).is_none());
+        t.fill(2, 0x1000, hit(9));
+        assert_eq!(t.lookup(2, 0x1000).unwrap().pfn, 9);
+        t.flush_all();
+        assert_eq!(t.count(2), 0);
+    }
+
+    #[test]
+    fn capacity_is_finite_and_lru_evicts() {
+        let mut t = Tlb::new(8, 8, 1); // one fully associative set
+        for p in 0..9u64 {
+            t.fill(0, p << 12, hit(p as Pfn));
+            t.lookup(0, 0); // keep page 0 hot
+        }
+        assert_eq!(t.count(0), 8);
+        assert!(t.lookup(0, 0).is_some(), "hot entry survives");
+        assert!(t.lookup(0, 1 << 12).is_none(), "coldest entry evicted");
+    }
+
+    #[test]
+    fn huge_and_psc() {
+        let mut t = Tlb::new(64, 4, 2);
+        t.fill(
+            0,
+            0x20_0000,
+            TlbHit {
+                pfn: 3,
+                frame_gen: 1,
+                writable: false,
+                huge: true,
+            },
+        );
+        let h = t.lookup(0, 0x20_1234).unwrap();
+        assert!(h.huge && !h.writable);
+        t.psc_fill(0, 0x40_0000, 11, 5);
+        assert_eq!(
+            t.psc_lookup(0, 0x40_0fff),
+            Some(PscHit {
+                table: 11,
+                table_gen: 5
+            })
+        );
+        t.flush_one(0, 0x1000); // INVLPG drops all PSC entries of the ASID
+        assert!(t.psc_lookup(0, 0x40_0000).is_none());
+    }
+}

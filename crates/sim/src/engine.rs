@@ -1,0 +1,376 @@
+//! The event loop.
+
+use crate::cache::CacheModel;
+use hdrhistogram::Histogram;
+use kernel::effects::Charge;
+use kernel::world::StepKind;
+use kernel::{Effects, Label, Stat, TaskId, Violation, World};
+use machine::{Cost, CostProfile, CpuId, Time};
+use rustc_hash::FxHashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    /// Run the CPU's next step (or take an arrived IRQ).
+    Step,
+    /// An IPI reaches the CPU's local APIC.
+    Irq,
+    /// Something the CPU waits for may have happened.
+    Wake,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Ev {
+    time: Time,
+    seq: u64,
+    cpu: CpuId,
+    kind: Kind,
+}
+
+/// Why a run stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum End {
+    /// Every measured task finished.
+    Done,
+    /// `machine.max_sim_time_ms` reached first.
+    TimeLimit,
+    /// Nothing could run any more (a model deadlock).
+    Stalled,
+    /// Stopped at the first violation (`stop_on_violation`).
+    Violation,
+}
+
+/// Driver options.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    pub max_time_ns: Time,
+    /// Events kept for each violation's trace; 0 = no tracing (the fast
+    /// path: a run with violations is replayed with tracing on).
+    pub trace_depth: usize,
+    pub stop_on_violation: bool,
+    /// Scale each step by a uniform factor in [1 - j%, 1 + j%].
+    pub jitter_pct: u32,
+    /// Seed of the jitter draws.
+    pub seed: u64,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            max_time_ns: 60_000_000_000,
+            trace_depth: 0,
+            stop_on_violation: false,
+            jitter_pct: 0,
+            seed: 1,
+        }
+    }
+}
+
+/// Picoseconds: the driver prices in integers so that sums are exact.
+const PS: u64 = 1000;
+
+/// Latency samples of one measured operation.
+pub struct OpStats {
+    pub hist: Histogram<u64>,
+    pub count: u64,
+    pub sum: f64,
+    pub sum_sq: f64,
+    pub first_begin: Option<Time>,
+    pub last_end: Time,
+}
+
+impl OpStats {
+    fn new() -> Self {
+        OpStats {
+            hist: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("histogram bounds"),
+            count: 0,
+            sum: 0.0,
+            sum_sq: 0.0,
+            first_begin: None,
+            last_end: 0,
+        }
+    }
+}
+
+/// A violation with when it happened and the events before it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ViolationRecord {
+    pub time_ns: Time,
+    pub invariant: u8,
+    pub cpu: CpuId,
+    pub addr: String,
+    pub what: String,
+    pub trace: Vec<String>,
+}
+
+/// The simulator: a world plus time.
+pub struct Sim {
+    pub world: World,
+    pub profile: CostProfile,
+    opts: SimOptions,
+    heap: BinaryHeap<Reverse<Ev>>,
+    seq: u64,
+    pub now: Time,
+    scheduled: Vec<bool>,
+    busy_until: Vec<Time>,
+    irq_arrived: Vec<bool>,
+    cache: CacheModel,
+    fx: Effects,
+    offsets: Vec<u64>,
+    /// Price of each cost class in ps.
+    ps: Vec<u64>,
+    rng: machine::scenario::Rng,
+    /// Heap events processed (steps, IPI arrivals, wake-ups).
+    pub events: u64,
+    /// World steps run.
+    pub steps: u64,
+    op_begin: FxHashMap<(TaskId, u16), Time>,
+    pub ops: Vec<OpStats>,
+    trace: VecDeque<(Time, CpuId, Label)>,
+    pub violations: Vec<ViolationRecord>,
+    /// Time spent in user-visible ops across all ops; completed ops by any task.
+    pub ops_done: u64,
+}
+
+impl Sim {
+    pub fn new(world: World, profile: CostProfile, opts: SimOptions) -> Sim {
+        let n = world.cpus.len();
+        let ps = Cost::ALL
+            .iter()
+            .map(|c| (profile.ns(*c) * PS as f64).round() as u64)
+            .collect();
+        let mut s = Sim {
+            world,
+            profile,
+            heap: BinaryHeap::with_capacity(4 * n + 16),
+            seq: 0,
+            now: 0,
+            scheduled: vec![false; n],
+            busy_until: vec![0; n],
+            irq_arrived: vec![false; n],
+            cache: CacheModel::default(),
+            fx: Effects::default(),
+            offsets: Vec::new(),
+            ps,
+            rng: machine::scenario::Rng::new(opts.seed ^ 0x7e57_1ab5),
+            events: 0,
+            steps: 0,
+            op_begin: FxHashMap::default(),
+            ops: Vec::new(),
+            trace: VecDeque::with_capacity(opts.trace_depth + 1),
+            violations: Vec::new(),
+            ops_done: 0,
+            opts,
+        };
+        for c in 0..n as CpuId {
+            if s.world.can_run(c) {
+                s.push(0, c, Kind::Step);
+                s.scheduled[c as usize] = true;
+            }
+        }
+        s
+    }
+
+    #[inline]
+    fn push(&mut self, time: Time, cpu: CpuId, kind: Kind) {
+        self.seq += 1;
+        self.heap.push(Reverse(Ev {
+            time,
+            seq: self.seq,
+            cpu,
+            kind,
+        }));
+    }
+
+    fn schedule(&mut self, cpu: CpuId, time: Time) {
+        if !self.scheduled[cpu as usize] {
+            self.scheduled[cpu as usize] = true;
+            self.push(time, cpu, Kind::Step);
+        }
+    }
+
+    /// Run until the workload is done, the time limit, or a stall.
+    /// `progress` is called about every million events with the current time.
+    pub fn run(&mut self, mut progress: impl FnMut(&Sim)) -> End {
+        let mut tick = 0u32;
+        loop {
+            if self.world.measuring == 0 {
+                return End::Done;
+            }
+            if self.opts.stop_on_violation && !self.world.violations.is_empty() {
+                return End::Violation;
+            }
+            let Some(Reverse(ev)) = self.heap.pop() else {
+                return End::Stalled;
+            };
+            if ev.time > self.opts.max_time_ns {
+                self.now = self.opts.max_time_ns;
+                return End::TimeLimit;
+            }
+            self.now = ev.time;
+            self.events += 1;
+            let c = ev.cpu as usize;
+            match ev.kind {
+                Kind::Step => {
+                    self.scheduled[c] = false;
+                    self.exec(ev.cpu);
+                }
+                Kind::Irq => {
+                    self.irq_arrived[c] = true;
+                    let t = self.now.max(self.busy_until[c]);
+                    self.schedule(ev.cpu, t);
+                }
+                Kind::Wake => {
+                    let t = self.now.max(self.busy_until[c]);
+                    self.schedule(ev.cpu, t);
+                }
+            }
+            tick += 1;
+            if tick == 1 << 20 {
+                tick = 0;
+                progress(self);
+            }
+        }
+    }
+
+    fn exec(&mut self, cpu: CpuId) {
+        let c = cpu as usize;
+        let kind = if self.irq_arrived[c] && self.world.can_take_irq(cpu) {
+            self.irq_arrived[c] = false;
+            StepKind::TakeIrq
+        } else if self.world.can_run(cpu) {
+            StepKind::Run
+        } else {
+            return;
+        };
+        self.world.now = self.now;
+        let nviol = self.world.violations.len();
+        let mut fx = std::mem::take(&mut self.fx);
+        fx.clear();
+        self.world.step(cpu, kind, &mut fx);
+        self.steps += 1;
+        let dur = self.price(cpu, &fx);
+        let now = self.now;
+        self.busy_until[c] = now + dur;
+        let delivery = self.ps[Cost::IpiDelivery as usize];
+        for &(t, m) in &fx.ipis {
+            let at = now + (self.offsets[m as usize] + delivery) / PS;
+            self.push(at, t, Kind::Irq);
+        }
+        for &(t, m) in &fx.wakes {
+            let at = now + self.offsets[m as usize] / PS;
+            self.push(at, t, Kind::Wake);
+        }
+        for &(s, m) in &fx.stats {
+            let at = now + self.offsets[m as usize] / PS;
+            self.stat(s, at);
+        }
+        if self.opts.trace_depth > 0 {
+            // TLB-hit accesses are the bulk of events and never the cause.
+            for &l in fx
+                .labels
+                .iter()
+                .filter(|l| !matches!(l, Label::UserAccess { hit: true, .. }))
+            {
+                if self.trace.len() == self.opts.trace_depth {
+                    self.trace.pop_front();
+                }
+                self.trace.push_back((now, cpu, l));
+            }
+        }
+        self.fx = fx;
+        if self.world.violations.len() > nviol {
+            let new: Vec<Violation> = self.world.violations[nviol..].to_vec();
+            for v in new {
+                self.record_violation(v);
+            }
+        }
+        if (self.irq_arrived[c] && self.world.can_take_irq(cpu)) || self.world.can_run(cpu) {
+            self.schedule(cpu, now + dur);
+        }
+    }
+
+    /// Price a step's charges; fills `offsets` (ps before each charge,
+    /// jitter applied) and returns the step's duration in ns.
+    fn price(&mut self, cpu: CpuId, fx: &Effects) -> Time {
+        self.offsets.clear();
+        let mut acc = 0u64;
+        let mut batch_missed = false;
+        let transfer = self.ps[Cost::CacheLineTransfer as usize];
+        let concurrent = self.ps[Cost::CacheLineConcurrent as usize];
+        for ch in &fx.charges {
+            self.offsets.push(acc);
+            acc += match *ch {
+                Charge::Cost(c, n) => self.ps[c as usize] * n as u64,
+                Charge::Ns(ns) => ns as u64 * PS,
+                Charge::Line { addr, write, batch } => {
+                    if !batch {
+                        batch_missed = false;
+                    }
+                    if self.cache.access(cpu, addr, write) {
+                        let p = if batch_missed { concurrent } else { transfer };
+                        batch_missed = true;
+                        p
+                    } else {
+                        0
+                    }
+                }
+            };
+        }
+        self.offsets.push(acc);
+        let j = self.opts.jitter_pct as u64 * 10_000; // parts per million
+        if j > 0 && acc > 0 {
+            let scale = 1_000_000 - j + self.rng.below(2 * j + 1);
+            for o in self.offsets.iter_mut() {
+                *o = *o * scale / 1_000_000;
+            }
+        }
+        (*self.offsets.last().expect("one offset") + PS / 2) / PS
+    }
+
+    fn stat(&mut self, s: Stat, at: Time) {
+        match s {
+            Stat::OpBegin(t, op) => {
+                self.op_begin.insert((t, op), at);
+            }
+            Stat::OpEnd(t, op) => {
+                let Some(b) = self.op_begin.remove(&(t, op)) else {
+                    return;
+                };
+                while self.ops.len() <= op as usize {
+                    self.ops.push(OpStats::new());
+                }
+                let lat = at - b;
+                let o = &mut self.ops[op as usize];
+                o.hist.saturating_record(lat.max(1));
+                o.count += 1;
+                o.sum += lat as f64;
+                o.sum_sq += (lat as f64) * (lat as f64);
+                o.first_begin = Some(o.first_begin.map_or(b, |f| f.min(b)));
+                o.last_end = o.last_end.max(at);
+                if op != kernel::arch::x86::tlb::OP_FLUSH_TLB_MM_RANGE {
+                    self.ops_done += 1;
+                }
+            }
+            Stat::Done(_) => {}
+        }
+    }
+
+    fn record_violation(&mut self, v: Violation) {
+        let trace = self
+            .trace
+            .iter()
+            .map(|(t, c, l)| format!("t={t}ns CPU{c}: {l}"))
+            .collect();
+        self.violations.push(ViolationRecord {
+            time_ns: self.now,
+            invariant: v.invariant,
+            cpu: v.cpu,
+            addr: format!("{:#x}", v.addr),
+            what: v.what,
+            trace,
+        });
+    }
+}

@@ -1,0 +1,202 @@
+//! The run report: what `run --json` prints, and its text form.
+
+use crate::engine::{End, Sim, ViolationRecord};
+use kernel::world::FlushReason;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Serialize, Clone, Debug)]
+pub struct Latency {
+    pub mean: f64,
+    pub stddev: f64,
+    pub p50: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct OpReport {
+    pub name: String,
+    pub count: u64,
+    /// Completed operations per simulated second, over the span from the
+    /// first start to the last end of this operation.
+    pub per_sec: f64,
+    pub latency_ns: Latency,
+}
+
+/// `/proc/interrupts` rows: one count per CPU.
+#[derive(Serialize, Clone, Debug)]
+pub struct Interrupts {
+    #[serde(rename = "TLB")]
+    pub tlb: Vec<u64>,
+    #[serde(rename = "CAL")]
+    pub cal: Vec<u64>,
+    #[serde(rename = "RES")]
+    pub res: Vec<u64>,
+}
+
+/// One run's results. Keys are only ever added, never renamed.
+#[derive(Serialize, Clone, Debug)]
+pub struct Report {
+    pub scenario: serde_json::Value,
+    pub end: End,
+    pub sim_time_ns: u64,
+    /// Discrete events processed (steps, IPI arrivals, wake-ups).
+    pub events: u64,
+    /// Kernel/user steps run.
+    pub steps: u64,
+    pub interrupts: Interrupts,
+    pub interrupt_totals: BTreeMap<String, u64>,
+    pub tlb_flush: BTreeMap<String, u64>,
+    pub ops: Vec<OpReport>,
+    pub page_faults: u64,
+    pub spurious_faults: u64,
+    pub violations: Vec<ViolationRecord>,
+    pub arch: BTreeMap<String, u64>,
+}
+
+fn r3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+impl Report {
+    pub fn build(sim: &Sim, scenario: serde_json::Value, end: End) -> Report {
+        let w = &sim.world;
+        let c = &w.counters;
+        let mut ops = Vec::new();
+        // Workload ops first (in registration order), the kernel span last.
+        let order = (1..sim.ops.len()).chain(std::iter::once(0));
+        for i in order {
+            let Some(o) = sim.ops.get(i) else { continue };
+            if o.count == 0 {
+                continue;
+            }
+            let mean = o.sum / o.count as f64;
+            let var = (o.sum_sq / o.count as f64 - mean * mean).max(0.0);
+            let span = o.last_end.saturating_sub(o.first_begin.unwrap_or(0)).max(1);
+            ops.push(OpReport {
+                name: w.op_names[i].clone(),
+                count: o.count,
+                per_sec: r3(o.count as f64 * 1e9 / span as f64),
+                latency_ns: Latency {
+                    mean: r3(mean),
+                    stddev: r3(var.sqrt()),
+                    p50: o.hist.value_at_quantile(0.5),
+                    p99: o.hist.value_at_quantile(0.99),
+                    p999: o.hist.value_at_quantile(0.999),
+                    max: o.hist.max(),
+                },
+            });
+        }
+        let tlb_flush = FlushReason::ALL
+            .iter()
+            .map(|r| (r.name().to_string(), c.tlb_flush[*r as usize]))
+            .collect();
+        let mut totals = BTreeMap::new();
+        totals.insert("TLB".to_string(), c.irq_tlb.iter().sum());
+        totals.insert("CAL".to_string(), c.irq_cal.iter().sum());
+        totals.insert("RES".to_string(), c.irq_res.iter().sum());
+        let arch = [
+            ("invlpg", c.invlpg),
+            ("full_flushes", c.full_flushes),
+            ("cr3_writes", c.cr3_writes),
+            ("tlb_hits", c.tlb_hits),
+            ("tlb_misses", c.tlb_misses),
+            ("ipis_sent", c.ipis_sent),
+            ("segv", c.segv),
+            ("violations_dropped", c.violations_dropped),
+            ("frames_in_use", w.mem.in_use() as u64),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        Report {
+            scenario,
+            end,
+            sim_time_ns: sim.now,
+            events: sim.events,
+            steps: sim.steps,
+            interrupts: Interrupts {
+                tlb: c.irq_tlb.clone(),
+                cal: c.irq_cal.clone(),
+                res: c.irq_res.clone(),
+            },
+            interrupt_totals: totals,
+            tlb_flush,
+            ops,
+            page_faults: c.page_faults,
+            spurious_faults: c.spurious_faults,
+            violations: sim.violations.clone(),
+            arch,
+        }
+    }
+
+    /// The first workload op (what the benchmark prints).
+    pub fn main_op(&self) -> Option<&OpReport> {
+        self.ops.first()
+    }
+
+    /// A human summary.
+    pub fn text(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let name = self
+            .scenario
+            .get("name")
+            .and_then(|v| v.as_str())
+            .unwrap_or("?");
+        let _ = writeln!(
+            s,
+            "scenario {name}: {:?} after {:.3} ms simulated, {} events",
+            self.end,
+            self.sim_time_ns as f64 / 1e6,
+            self.events
+        );
+        for o in &self.ops {
+            let l = &o.latency_ns;
+            let _ = writeln!(
+                s,
+                "  {:<22} {:>9} ops  {:>10.4} us/op  p50 {:>8} p99 {:>8} p99.9 {:>8} max {:>9} ns  {:>12.0} ops/s",
+                o.name,
+                o.count,
+                l.mean / 1000.0,
+                l.p50,
+                l.p99,
+                l.p999,
+                l.max,
+                o.per_sec
+            );
+        }
+        let t = &self.interrupt_totals;
+        let _ = writeln!(
+            s,
+            "  interrupts: TLB {}  CAL {}  RES {}",
+            t["TLB"], t["CAL"], t["RES"]
+        );
+        let flushes: Vec<String> = self
+            .tlb_flush
+            .iter()
+            .filter(|(_, v)| **v > 0)
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let _ = writeln!(s, "  tlb:tlb_flush: {}", flushes.join(", "));
+        let _ = writeln!(
+            s,
+            "  page faults {} (spurious {})",
+            self.page_faults, self.spurious_faults
+        );
+        if self.violations.is_empty() {
+            let _ = writeln!(s, "  invariants: no violations");
+        } else {
+            let _ = writeln!(s, "  VIOLATIONS: {}", self.violations.len());
+            for v in self.violations.iter().take(3) {
+                let _ = writeln!(s, "    [I{}] t={}ns {}", v.invariant, v.time_ns, v.what);
+                for l in &v.trace {
+                    let _ = writeln!(s, "        {l}");
+                }
+            }
+        }
+        s
+    }
+}

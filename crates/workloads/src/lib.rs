@@ -1,0 +1,118 @@
+//! Benchmarks as user programs on a freshly booted [`World`].
+//!
+//! Each workload is one module that reads `workload.*` from the scenario,
+//! creates the processes and threads the real benchmark creates, pins them,
+//! and gives each a program of [`UserOp`]s that mirrors the benchmark's loop.
+
+use kernel::user::UserOp;
+use kernel::World;
+use machine::{Error, Scenario, HPAGE_SIZE, PAGE_SIZE};
+
+pub mod madvise_dontneed;
+pub mod tlb_flush;
+
+/// Where the benchmarks' mappings start (a typical mmap base).
+pub const MAP_BASE: u64 = 0x7f00_0000_0000;
+
+/// A workload in the catalogue.
+pub struct WorkloadInfo {
+    pub name: &'static str,
+    pub about: &'static str,
+    /// What `workload.threads`, `.size` and `.iterations` mean for it.
+    pub keys: &'static str,
+    build: fn(&Scenario, &mut World) -> Result<(), Error>,
+    /// Frames, page-table pages and tasks it needs.
+    needs: fn(&Scenario) -> (u64, u64, u64),
+}
+
+/// Every workload.
+pub fn catalogue() -> Vec<WorkloadInfo> {
+    vec![
+        madvise_dontneed::INFO,
+        madvise_dontneed::RACE,
+        tlb_flush::THREADS,
+        tlb_flush::PROCESSES,
+    ]
+}
+
+/// Look a workload up by name.
+pub fn find(name: &str) -> Result<WorkloadInfo, Error> {
+    catalogue()
+        .into_iter()
+        .find(|w| w.name == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = catalogue().iter().map(|w| w.name).collect();
+            Error::Config(format!(
+                "unknown workload '{name}' (known: {})",
+                names.join(", ")
+            ))
+        })
+}
+
+/// Host bytes the scenario needs, from the workload's own estimate.
+pub fn estimate_bytes(s: &Scenario) -> Result<u64, Error> {
+    let w = find(&s.workload.name)?;
+    let (frames, tables, tasks) = (w.needs)(s);
+    Ok(World::estimate_bytes(s, frames, tables, tasks))
+}
+
+/// Validate the scenario and build its world, ready to run.
+pub fn build(s: &Scenario) -> Result<World, Error> {
+    s.validate()?;
+    let w = find(&s.workload.name)?;
+    let (frames, tables, _) = (w.needs)(s);
+    let avail = s.machine.memory.0 / PAGE_SIZE;
+    if frames + tables > avail {
+        return Err(Error::TooBig(format!(
+            "workload needs {} frames but machine.memory = {} has {avail}",
+            frames + tables,
+            s.machine.memory
+        )));
+    }
+    let mut world = World::new(s)?;
+    (w.build)(s, &mut world)?;
+    Ok(world)
+}
+
+/// Pages in `workload.size`, which must be a whole number of pages.
+pub fn size_pages(s: &Scenario) -> Result<u64, Error> {
+    let sz = s.workload.size.0;
+    if !sz.is_multiple_of(PAGE_SIZE) {
+        return Err(Error::Range(format!(
+            "workload.size = {} is not a multiple of 4KiB",
+            s.workload.size
+        )));
+    }
+    Ok(sz / PAGE_SIZE)
+}
+
+/// Page-table pages needed to map `bytes` (PTE tables plus upper levels).
+pub fn tables_for(bytes: u64) -> u64 {
+    bytes.div_ceil(HPAGE_SIZE) + 4
+}
+
+/// The classic measured loop: the task's start-up (the `index`-th task
+/// created waits for the creation of those before it), then begin, `body`,
+/// end, repeat `iterations` times, then `tail`.
+pub fn measured_loop(
+    index: u32,
+    op: u16,
+    body: Vec<UserOp>,
+    iterations: u64,
+    tail: UserOp,
+) -> Vec<UserOp> {
+    let mut p = vec![UserOp::Charge {
+        cost: machine::Cost::TaskCreate,
+        n: index,
+    }];
+    let top = p.len() as u16;
+    p.push(UserOp::OpBegin(op));
+    p.extend(body);
+    p.push(UserOp::OpEnd(op));
+    p.push(UserOp::Loop {
+        to: top,
+        times: iterations,
+    });
+    p.push(tail);
+    p
+}
