@@ -191,6 +191,8 @@ pub struct InjectCfg {
     pub no_ipi_wait: bool,
     /// `flush_tlb_func` records the new generation without flushing.
     pub skip_flush_in_flush_tlb_func: bool,
+    /// `native_flush_tlb_multi` skips lazy CPUs even when page tables were freed.
+    pub lazy_skip_on_freed_tables: bool,
 }
 
 /// A complete run description.
@@ -395,6 +397,11 @@ impl Scenario {
                 "inject.skip_flush_in_flush_tlb_func",
                 "true | false",
                 "BUG: catch up tlb_gen without flushing",
+            ),
+            (
+                "inject.lazy_skip_on_freed_tables",
+                "true | false",
+                "BUG: no IPI to lazy CPUs when tables are freed",
             ),
         ]
     }

@@ -213,6 +213,18 @@ impl Tlb {
             })
     }
 
+    /// Does the paging-structure cache hold a live pointer to `table` for `asid`?
+    pub fn psc_holds(&self, asid: u16, table: Pfn) -> bool {
+        self.psc.iter().any(|p| {
+            p.valid
+                && p.table == table
+                && p.asid == asid
+                && p.gepoch == self.gepoch
+                && p.epoch == self.epoch(asid)
+                && p.pepoch == self.psc_epoch(asid)
+        })
+    }
+
     /// Remember the PTE table a walk went through.
     pub fn psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) {
         let region = va >> crate::HPAGE_SHIFT;

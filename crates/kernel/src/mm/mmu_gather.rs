@@ -82,7 +82,32 @@ pub fn free_batches(w: &mut World, tlb: &mut MmuGather, fx: &mut Effects) {
     fx.cost(Cost::FreeTable, tlb.tables.len() as u32);
     for pfn in tlb.tables.drain(..) {
         fx.label(Label::FreeTable { pfn });
+        check_table_unreachable(w, tlb.mm, pfn);
         w.mem.free(pfn);
+    }
+}
+
+/// Invariant 3 at the moment a page-table page is freed: no CPU that has
+/// `mm` loaded (lazily or not) may still hold a paging-structure-cache
+/// pointer to it, or its walker may speculatively read the page after reuse.
+fn check_table_unreachable(w: &mut World, mm: MmId, table: Pfn) {
+    let mut bad = Vec::new();
+    for c in &w.cpus {
+        let ts = &c.tlbstate;
+        if ts.loaded_mm == mm && c.tlb.psc_holds(ts.loaded_mm_asid, table) {
+            bad.push((c.id, ts.is_lazy));
+        }
+    }
+    for (cpu, lazy) in bad {
+        w.violation(
+            3,
+            cpu,
+            0,
+            format!(
+                "page-table frame {table} of mm{mm} freed while CPU{cpu} ({}) still caches it in its paging-structure cache",
+                if lazy { "lazy" } else { "running the mm" }
+            ),
+        );
     }
 }
 

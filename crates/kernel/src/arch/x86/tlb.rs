@@ -265,7 +265,8 @@ fn should_trim_cpumask(w: &mut World, mm: MmId) -> bool {
 pub fn native_flush_tlb_multi(w: &mut World, mask: machine::CpuMask, info: InfoRef) -> Flow {
     w.counters.tlb_flush[FlushReason::RemoteSendIpi as usize] += 1;
     let freed_tables = w.flush_info(info).freed_tables;
-    let cond = if freed_tables {
+    // Injected bug `lazy_skip_on_freed_tables`: filter lazy CPUs even then.
+    let cond = if freed_tables && !w.cfg.inject.lazy_skip_on_freed_tables {
         Cond::Always
     } else {
         Cond::ShouldFlushTlb
