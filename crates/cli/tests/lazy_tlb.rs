@@ -94,4 +94,3 @@ fn skipping_lazy_cpus_on_freed_tables_is_caught() {
     assert_eq!(v.invariant, 3, "{}", v.what);
     assert!(v.what.contains("CPU1 (lazy)"), "{}", v.what);
 }
-

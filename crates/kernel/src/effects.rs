@@ -186,7 +186,9 @@ pub struct Effects {
     /// CPUs whose wait may now complete, with mark.
     pub wakes: Vec<(CpuId, u16)>,
     pub stats: Vec<(Stat, u16)>,
+    /// Filled only while `tracing` (the driver sets it when it keeps a trace).
     pub labels: Vec<Label>,
+    pub tracing: bool,
 }
 
 impl Effects {
@@ -255,6 +257,8 @@ impl Effects {
     }
     #[inline]
     pub fn label(&mut self, l: Label) {
-        self.labels.push(l);
+        if self.tracing {
+            self.labels.push(l);
+        }
     }
 }

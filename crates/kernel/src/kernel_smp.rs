@@ -79,11 +79,9 @@ impl SmpCallFunctionManyCond {
         match self.pc {
             Pc::Queue => {
                 fx.cost(Cost::SmpCallFixed, 1);
-                self.queued = CpuMask::new(w.cpus.len());
                 let mut sent = 0u32;
                 let mut first = cpu;
-                let targets: Vec<CpuId> = self.mask.iter().filter(|&t| t != cpu).collect();
-                for t in targets {
+                for t in self.mask.iter().filter(|&t| t != cpu) {
                     if self.cond == Cond::ShouldFlushTlb && !should_flush_tlb(w, t, info, fx) {
                         continue;
                     }

@@ -296,6 +296,12 @@ impl Scenario {
                 m.tlb_entries, m.tlb_ways
             )));
         }
+        if !(m.tlb_entries / m.tlb_ways).is_power_of_two() {
+            return Err(Error::Range(format!(
+                "machine.tlb_entries / machine.tlb_ways = {} sets (must be a power of two)",
+                m.tlb_entries / m.tlb_ways
+            )));
+        }
         if !(1..=4096).contains(&m.psc_entries) {
             return Err(Error::Range(format!(
                 "machine.psc_entries = {} (allowed 1..=4096)",

@@ -64,8 +64,11 @@ pub struct PscHit {
 /// One CPU's TLB.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Tlb {
-    sets: u32,
+    /// `sets - 1`; the number of sets is a power of two, as in hardware.
+    set_mask: u64,
     ways: u32,
+    /// Has any 2 MiB translation ever been cached? (Skips that probe if not.)
+    any_huge: bool,
     entries: Vec<Entry>,
     psc: Vec<PscEntry>,
     psc_next: u32,
@@ -81,10 +84,11 @@ impl Tlb {
     /// paging-structure cache of `psc_entries` PTE-table pointers.
     pub fn new(entries: u32, ways: u32, psc_entries: u32) -> Self {
         let ways = ways.clamp(1, entries.max(1));
-        let sets = (entries / ways).max(1);
+        let sets = (entries / ways).max(1).next_power_of_two();
         Tlb {
-            sets,
+            set_mask: sets as u64 - 1,
             ways,
+            any_huge: false,
             entries: vec![Entry::default(); (sets * ways) as usize],
             psc: vec![PscEntry::default(); psc_entries.max(1) as usize],
             psc_next: 0,
@@ -118,7 +122,7 @@ impl Tlb {
 
     fn set_of(&self, tag: u64) -> std::ops::Range<usize> {
         let h = tag ^ (tag >> 17);
-        let s = (h % self.sets as u64) as usize;
+        let s = (h & self.set_mask) as usize;
         let w = self.ways as usize;
         s * w..s * w + w
     }
@@ -134,6 +138,9 @@ impl Tlb {
     /// Look `va` up for `asid`, 4 KiB first, then 2 MiB. Updates LRU.
     pub fn lookup(&mut self, asid: u16, va: u64) -> Option<TlbHit> {
         for huge in [false, true] {
+            if huge && !self.any_huge {
+                break;
+            }
             let tag = Self::tag(va, huge);
             let range = self.set_of(tag);
             for i in range {
@@ -181,6 +188,7 @@ impl Tlb {
         }
         if hit.huge {
             flags |= HUGE;
+            self.any_huge = true;
         }
         self.entries[victim] = Entry {
             tag,
@@ -259,6 +267,9 @@ impl Tlb {
     /// entry of that ASID.
     pub fn flush_one(&mut self, asid: u16, va: u64) {
         for huge in [false, true] {
+            if huge && !self.any_huge {
+                break;
+            }
             let tag = Self::tag(va, huge);
             for i in self.set_of(tag) {
                 let e = &mut self.entries[i];
@@ -324,6 +335,7 @@ mod tests {
     #[test]
     fn capacity_is_finite_and_lru_evicts() {
         let mut t = Tlb::new(8, 8, 1); // one fully associative set
+        assert_eq!(t.set_mask, 0);
         for p in 0..9u64 {
             t.fill(0, p << 12, hit(p as Pfn));
             t.lookup(0, 0); // keep page 0 hot

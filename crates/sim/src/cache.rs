@@ -11,41 +11,47 @@
 use machine::CpuId;
 use rustc_hash::FxHashMap;
 
-/// The CPUs holding a copy of one line: a few inline, more spill to the heap.
+/// The CPUs holding a copy of one line: CPUs 0..63 as bits, others listed.
 #[derive(Default)]
 struct Holders {
-    n: u8,
-    inline: [CpuId; 6],
-    spill: Vec<CpuId>,
+    low: u64,
+    high: Vec<CpuId>,
 }
 
 impl Holders {
     #[inline]
     fn contains(&self, cpu: CpuId) -> bool {
-        self.inline[..self.n as usize].contains(&cpu) || self.spill.contains(&cpu)
+        if cpu < 64 {
+            self.low & (1 << cpu) != 0
+        } else {
+            self.high.contains(&cpu)
+        }
     }
     #[inline]
     fn is_empty(&self) -> bool {
-        self.n == 0
+        self.low == 0 && self.high.is_empty()
     }
     #[inline]
     fn only(&self, cpu: CpuId) -> bool {
-        self.n == 1 && self.inline[0] == cpu
+        if cpu < 64 {
+            self.low == 1 << cpu && self.high.is_empty()
+        } else {
+            self.low == 0 && self.high.len() == 1 && self.high[0] == cpu
+        }
     }
     #[inline]
     fn push(&mut self, cpu: CpuId) {
-        if (self.n as usize) < self.inline.len() {
-            self.inline[self.n as usize] = cpu;
-            self.n += 1;
+        if cpu < 64 {
+            self.low |= 1 << cpu;
         } else {
-            self.spill.push(cpu);
+            self.high.push(cpu);
         }
     }
     #[inline]
     fn set_only(&mut self, cpu: CpuId) {
-        self.n = 1;
-        self.inline[0] = cpu;
-        self.spill.clear();
+        self.low = 0;
+        self.high.clear();
+        self.push(cpu);
     }
 }
 

@@ -119,6 +119,8 @@ pub struct Sim {
     cache: CacheModel,
     fx: Effects,
     offsets: Vec<u64>,
+    /// Jitter factor of the step just priced, in parts per million.
+    scale: u64,
     /// Price of each cost class in ps.
     ps: Vec<u64>,
     rng: machine::scenario::Rng,
@@ -153,6 +155,7 @@ impl Sim {
             cache: CacheModel::default(),
             fx: Effects::default(),
             offsets: Vec::new(),
+            scale: 1_000_000,
             ps,
             rng: machine::scenario::Rng::new(opts.seed ^ 0x7e57_1ab5),
             events: 0,
@@ -249,22 +252,23 @@ impl Sim {
         let nviol = self.world.violations.len();
         let mut fx = std::mem::take(&mut self.fx);
         fx.clear();
+        fx.tracing = self.opts.trace_depth > 0;
         self.world.step(cpu, kind, &mut fx);
         self.steps += 1;
         let dur = self.price(cpu, &fx);
         let now = self.now;
         self.busy_until[c] = now + dur;
-        let delivery = self.ps[Cost::IpiDelivery as usize];
+        let delivery = self.ps[Cost::IpiDelivery as usize] / PS;
         for &(t, m) in &fx.ipis {
-            let at = now + (self.offsets[m as usize] + delivery) / PS;
+            let at = now + self.at(m as usize) + delivery;
             self.push(at, t, Kind::Irq);
         }
         for &(t, m) in &fx.wakes {
-            let at = now + self.offsets[m as usize] / PS;
+            let at = now + self.at(m as usize);
             self.push(at, t, Kind::Wake);
         }
         for &(s, m) in &fx.stats {
-            let at = now + self.offsets[m as usize] / PS;
+            let at = now + self.at(m as usize);
             self.stat(s, at);
         }
         if self.opts.trace_depth > 0 {
@@ -321,13 +325,18 @@ impl Sim {
         }
         self.offsets.push(acc);
         let j = self.opts.jitter_pct as u64 * 10_000; // parts per million
-        if j > 0 && acc > 0 {
-            let scale = 1_000_000 - j + self.rng.below(2 * j + 1);
-            for o in self.offsets.iter_mut() {
-                *o = *o * scale / 1_000_000;
-            }
-        }
-        (*self.offsets.last().expect("one offset") + PS / 2) / PS
+        self.scale = if j > 0 && acc > 0 {
+            1_000_000 - j + self.rng.below(2 * j + 1)
+        } else {
+            1_000_000
+        };
+        (acc * self.scale / 1_000_000 + PS / 2) / PS
+    }
+
+    /// Offset in ns of mark `m` within the step just priced (jitter applied).
+    #[inline]
+    fn at(&self, m: usize) -> Time {
+        self.offsets[m] * self.scale / 1_000_000 / PS
     }
 
     fn stat(&mut self, s: Stat, at: Time) {
