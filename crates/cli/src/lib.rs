@@ -22,6 +22,14 @@ pub const BUNDLED: &[(&str, &str)] = &[
         "tlb-flush-processes",
         include_str!("../../../scenarios/tlb-flush-processes.toml"),
     ),
+    (
+        "skip-sync-collapse",
+        include_str!("../../../scenarios/skip-sync-collapse.toml"),
+    ),
+    (
+        "collapse-race",
+        include_str!("../../../scenarios/collapse-race.toml"),
+    ),
 ];
 
 /// Load a scenario from a file path, or a bundled one by name.
@@ -126,6 +134,9 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<(Report, WallStat
         stop_on_violation: opts.stop_on_violation,
         jitter_pct: s.machine.jitter_pct,
         seed: s.seed,
+        nmi_hz: s.machine.nmi_hz,
+        vcpu_run_ns: s.x86.vcpu_run_us as u64 * 1000,
+        vcpu_preempt_ns: s.x86.vcpu_preempt_us as u64 * 1000,
         ..SimOptions::default()
     };
     let mut sim = Sim::new(world, profile, sopts.clone());
@@ -179,7 +190,7 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<(Report, WallStat
 }
 
 /// Events kept before each violation.
-pub const TRACE_DEPTH: usize = 24;
+pub const TRACE_DEPTH: usize = 40;
 
 /// A named variant of a base scenario: `key=value[,key=value...]`.
 pub fn apply_variant(base: &Scenario, spec: &str) -> Result<Scenario, Error> {

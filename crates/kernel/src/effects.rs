@@ -100,6 +100,38 @@ pub enum Label {
         nr: &'static str,
     },
     Exit,
+    VcpuPreempt,
+    VcpuResume {
+        flushed: bool,
+    },
+    GupFastPmd {
+        va: u64,
+        table: Pfn,
+    },
+    GupFastPte {
+        va: u64,
+        table: Pfn,
+        backoff: bool,
+    },
+    PmdpCollapseFlush {
+        va: u64,
+        table: Pfn,
+    },
+    TableSync {
+        ipis: bool,
+    },
+    CollapseInstall {
+        va: u64,
+        hpage: Pfn,
+        deposited: Pfn,
+    },
+    Invlpgb {
+        mm: MmId,
+        pages: u64,
+    },
+    KvmDeferFlush {
+        cpu: CpuId,
+    },
 }
 
 impl fmt::Display for Label {
@@ -173,6 +205,69 @@ impl fmt::Display for Label {
             Label::EnterLazy { mm } => write!(f, "enter_lazy_tlb (mm{mm} stays loaded)"),
             Label::Syscall { nr } => write!(f, "syscall {nr}"),
             Label::Exit => write!(f, "task exits"),
+            Label::VcpuPreempt => write!(f, "host preempts this vCPU (steal_time.preempted = 1)"),
+            Label::VcpuResume { flushed } => {
+                write!(
+                    f,
+                    "host resumes this vCPU{}",
+                    if flushed {
+                        ", flushing its TLB (KVM_VCPU_FLUSH_TLB)"
+                    } else {
+                        ""
+                    }
+                )
+            }
+            Label::GupFastPmd { va, table } => {
+                write!(
+                    f,
+                    "gup_fast (IRQs off) reads PMD of {va:#x} -> page-table frame {table}"
+                )
+            }
+            Label::GupFastPte { va, table, backoff } => write!(
+                f,
+                "gup_fast reads PTE of {va:#x} in frame {table}{}",
+                if backoff {
+                    ": PMD/PTE changed, backs off and enables IRQs"
+                } else {
+                    ", grabs the folio"
+                }
+            ),
+            Label::PmdpCollapseFlush { va, table } => {
+                write!(
+                    f,
+                    "pmdp_collapse_flush {va:#x}: PMD cleared (PTE table frame {table} unhooked)"
+                )
+            }
+            Label::TableSync { ipis } => write!(
+                f,
+                "tlb_remove_table_sync_one: {}",
+                if ipis {
+                    "IPI every other online CPU and wait"
+                } else {
+                    "skipped (flush implied the IPI broadcast)"
+                }
+            ),
+            Label::CollapseInstall {
+                va,
+                hpage,
+                deposited,
+            } => {
+                write!(f, "collapse {va:#x}: huge PMD -> frame {hpage}, old PTE table frame {deposited} deposited")
+            }
+            Label::Invlpgb { mm, pages } => {
+                let what = if pages == crate::TLB_FLUSH_ALL {
+                    "ASID".to_string()
+                } else {
+                    format!("{pages} pages")
+                };
+                write!(
+                    f,
+                    "INVLPGB+TLBSYNC mm{mm}: {what} invalidated on every CPU, no IPI"
+                )
+            }
+            Label::KvmDeferFlush { cpu } => {
+                write!(f, "kvm_flush_tlb_multi: CPU{cpu} preempted, sets KVM_VCPU_FLUSH_TLB instead of an IPI")
+            }
         }
     }
 }

@@ -17,6 +17,8 @@ use machine::{Cost, CpuId, CpuMask};
 pub enum CallFunc {
     /// `flush_tlb_func(info)`.
     FlushTlbFunc(InfoRef),
+    /// `tlb_remove_table_smp_sync`: does nothing; taking the IPI is the point.
+    TlbRemoveTableSmpSync,
 }
 
 /// The `cond_func` of `on_each_cpu_cond_mask`.
@@ -51,19 +53,35 @@ pub struct SmpCallFunctionManyCond {
     pub cond: Cond,
     /// Targets queued (whose csd this CPU waits on).
     pub queued: CpuMask,
+    /// `SCF_RUN_LOCAL`: also run the function here.
+    pub run_local: bool,
     pub pc: Pc,
 }
 
 impl SmpCallFunctionManyCond {
     pub fn new(mask: CpuMask, func: CallFunc, cond: Cond) -> Self {
-        let queued = CpuMask::new(0);
+        let mut queued = mask.clone();
+        queued.clear_all();
         SmpCallFunctionManyCond {
             mask,
             func,
             cond,
             queued,
+            run_local: true,
             pc: Pc::Queue,
         }
+    }
+
+    /// kernel/smp.c: `smp_call_function(func, info, wait=1)`: every other
+    /// online CPU, not this one.
+    pub fn smp_call_function(nr_cpus: usize, func: CallFunc) -> Self {
+        let mut mask = CpuMask::new(nr_cpus);
+        for c in 0..nr_cpus {
+            mask.set(c as CpuId);
+        }
+        let mut f = Self::new(mask, func, Cond::Always);
+        f.run_local = false;
+        f
     }
 
     pub fn can_run(&self, w: &World, cpu: CpuId) -> bool {
@@ -75,14 +93,13 @@ impl SmpCallFunctionManyCond {
 
     /// kernel/smp.c: `smp_call_function_many_cond`.
     pub fn step(&mut self, w: &mut World, cpu: CpuId, fx: &mut Effects) -> Flow {
-        let CallFunc::FlushTlbFunc(info) = self.func;
         match self.pc {
             Pc::Queue => {
                 fx.cost(Cost::SmpCallFixed, 1);
                 let mut sent = 0u32;
                 let mut first = cpu;
                 for t in self.mask.iter().filter(|&t| t != cpu) {
-                    if self.cond == Cond::ShouldFlushTlb && !should_flush_tlb(w, t, info, fx) {
+                    if !cond(w, self.cond, self.func, t, fx) {
                         continue;
                     }
                     // csd_lock(csd); csd->func = func; csd->info = info;
@@ -113,10 +130,8 @@ impl SmpCallFunctionManyCond {
                     fx.label(Label::SendIpis { n: sent, first });
                 }
                 // SCF_RUN_LOCAL: local_irq_save(); func(info); local_irq_restore();
-                if self.mask.test(cpu)
-                    && (self.cond == Cond::Always || should_flush_tlb(w, cpu, info, fx))
-                {
-                    flush_tlb_func(w, cpu, info, fx);
+                if self.run_local && self.mask.test(cpu) && cond(w, self.cond, self.func, cpu, fx) {
+                    run_func(w, cpu, self.func, fx);
                 }
                 self.pc = Pc::Wait;
                 if self.queued.is_empty() || w.cfg.inject.no_ipi_wait {
@@ -159,9 +174,7 @@ pub fn sysvec_call_function(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     for csd in entries.drain(..) {
         fx.cost(Cost::CsdRun, 1);
         fx.read(layout::csd(csd.initiator, cpu));
-        match csd.func {
-            CallFunc::FlushTlbFunc(info) => flush_tlb_func(w, cpu, info, fx),
-        }
+        run_func(w, cpu, csd.func, fx);
         // csd_unlock(): release store the initiator's csd_lock_wait sees.
         fx.write(layout::csd(csd.initiator, cpu));
         let locked = &mut w.cpus[csd.initiator as usize].cfd_locked;
@@ -175,4 +188,19 @@ pub fn sysvec_call_function(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     }
     w.cpus[c].call_single_queue = entries;
     fx.cost(Cost::IrqExit, 1);
+}
+
+fn cond(w: &World, c: Cond, func: CallFunc, cpu: CpuId, fx: &mut Effects) -> bool {
+    match (c, func) {
+        (Cond::Always, _) => true,
+        (Cond::ShouldFlushTlb, CallFunc::FlushTlbFunc(info)) => should_flush_tlb(w, cpu, info, fx),
+        (Cond::ShouldFlushTlb, _) => true,
+    }
+}
+
+fn run_func(w: &mut World, cpu: CpuId, func: CallFunc, fx: &mut Effects) {
+    match func {
+        CallFunc::FlushTlbFunc(info) => flush_tlb_func(w, cpu, info, fx),
+        CallFunc::TlbRemoveTableSmpSync => {}
+    }
 }

@@ -30,6 +30,17 @@ pub enum UserOp {
     Mmap { start: u64, len: u64 },
     /// `munmap(start, len)`.
     Munmap { start: u64, len: u64 },
+    /// `madvise(start, len, MADV_COLLAPSE)`.
+    MadviseCollapse { start: u64, len: u64 },
+    /// `get_user_pages_fast` of `pages` pages (e.g. an `O_DIRECT` buffer),
+    /// at a window that moves by `stride` pages each loop iteration over a
+    /// region of `span` pages starting at `base`.
+    GupFast {
+        base: u64,
+        span: u32,
+        pages: u32,
+        stride: u32,
+    },
     /// Busy-wait forever in user mode (the seed's `while (!stop) nop;`).
     Spin,
     /// Compute for `ns` nanoseconds without touching memory.
@@ -113,6 +124,27 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
         UserOp::Munmap { start, len } => {
             advance(w);
             Flow::Call(Frame::Munmap(Munmap::new(start, len)))
+        }
+        UserOp::MadviseCollapse { start, len } => {
+            advance(w);
+            Flow::Call(Frame::MadviseCollapse(
+                crate::mm::khugepaged::MadviseCollapse::new(start, len),
+            ))
+        }
+        UserOp::GupFast {
+            base,
+            span,
+            pages,
+            stride,
+        } => {
+            let us = &w.tasks[t as usize].us;
+            let slots = span.saturating_sub(pages).max(1) as u64;
+            let first = (us.iter * stride as u64) % slots;
+            advance(w);
+            Flow::Call(Frame::GupFast(crate::mm::gup::GupFast::new(
+                base + first * PAGE_SIZE,
+                pages,
+            )))
         }
         UserOp::Mmap { start, len } => {
             fx.cost(Cost::SyscallEntryExit, 1);

@@ -14,6 +14,8 @@
 use crate::arch::x86::tlb::{FlushTlbInfo, FlushTlbMmRange, TlbState};
 use crate::effects::{Effects, Label, Stat};
 use crate::kernel_smp::{Csd, SmpCallFunctionManyCond};
+use crate::mm::gup::GupFast;
+use crate::mm::khugepaged::{CollapseHugePage, MadviseCollapse};
 use crate::mm::madvise::MadviseDontneed;
 use crate::mm::memory::PageFault;
 use crate::mm::mmap::Munmap;
@@ -81,6 +83,9 @@ pub enum Frame {
     Munmap(Munmap),
     FlushTlbMmRange(FlushTlbMmRange),
     SmpCallFunctionManyCond(SmpCallFunctionManyCond),
+    GupFast(GupFast),
+    MadviseCollapse(MadviseCollapse),
+    CollapseHugePage(CollapseHugePage),
 }
 
 /// What a frame's step asks the CPU loop to do next.
@@ -107,12 +112,20 @@ impl Frame {
             Frame::Munmap(f) => f.step(w, cpu, task, fx),
             Frame::FlushTlbMmRange(f) => f.step(w, cpu, task, fx),
             Frame::SmpCallFunctionManyCond(f) => f.step(w, cpu, fx),
+            Frame::GupFast(f) => f.step(w, cpu, task, fx),
+            Frame::MadviseCollapse(f) => f.step(w, cpu, task, fx),
+            Frame::CollapseHugePage(f) => f.step(w, cpu, task, fx),
         }
     }
 
-    fn can_run(&self, w: &World, cpu: CpuId) -> bool {
+    fn can_run(&self, w: &World, cpu: CpuId, task: TaskId) -> bool {
         match self {
             Frame::SmpCallFunctionManyCond(f) => f.can_run(w, cpu),
+            // mmap_read_lock / mmap_write_lock: wait while another task writes.
+            Frame::PageFault(_) | Frame::CollapseHugePage(_) => {
+                let mm = &w.mms[w.tasks[task as usize].mm as usize];
+                mm.mmap_lock_writer.is_none_or(|t| t == task)
+            }
             _ => true,
         }
     }
@@ -167,6 +180,10 @@ pub struct Mm {
     pub vmas: Vec<Vma>,
     /// `mm->context.next_trim_cpumask` (ns).
     pub next_trim_cpumask: Time,
+    /// `mmap_lock` held for write by this task.
+    pub mmap_lock_writer: Option<TaskId>,
+    /// PTE tables deposited under huge PMDs (`pmd_huge_pte`): (2 MiB address, table).
+    pub deposited: Vec<(u64, Pfn)>,
 }
 
 /// `/proc/interrupts` rows and `tlb:tlb_flush` reasons, and other counters.
@@ -191,6 +208,17 @@ pub struct Counters {
     pub ipis_sent: u64,
     pub segv: u64,
     pub violations_dropped: u64,
+    /// `tlb_remove_table_sync_one()` calls that IPI'd / returned early.
+    pub table_sync_ipi: u64,
+    pub table_sync_skipped: u64,
+    pub invlpgb: u64,
+    pub tlbsync: u64,
+    /// Flushes `kvm_flush_tlb_multi` left to the host (preempted vCPUs).
+    pub kvm_deferred_flushes: u64,
+    pub vcpu_preemptions: u64,
+    pub gup_fast: u64,
+    pub gup_fast_backoff: u64,
+    pub collapses: u64,
 }
 
 impl PartialEq for Counters {
@@ -265,6 +293,10 @@ pub struct Cpu {
     pub rq: VecDeque<TaskId>,
     /// The per-CPU `flush_tlb_info`.
     pub flush_info: FlushTlbInfo,
+    /// This vCPU is descheduled by the host (`steal_time.preempted`).
+    pub vcpu_preempted: bool,
+    /// `KVM_VCPU_FLUSH_TLB` set in its steal-time area: flush on next entry.
+    pub kvm_flush_pending: bool,
 }
 
 /// Kernel configuration the paths read (switches, static keys, tunables).
@@ -277,6 +309,12 @@ pub struct KernelCfg {
     pub flush_tlb_info_stack_offset: u64,
     /// Injected bugs (`[inject]`), for testing the monitor.
     pub inject: machine::scenario::InjectCfg,
+    pub invlpgb: bool,
+    pub paravirt: machine::scenario::Paravirt,
+    /// Generic mm switches (seed b and its unsafe variants).
+    pub mm: machine::scenario::MmCfg,
+    /// `tlb_ipi_broadcast_key`, decided once at boot by `native_pv_tlb_init`.
+    pub tlb_ipi_broadcast_key: bool,
 }
 
 /// Which kind of step to run on a CPU.
@@ -286,6 +324,10 @@ pub enum StepKind {
     Run,
     /// Take the pending call-function IPI.
     TakeIrq,
+    /// The host deschedules this vCPU (any time, even with IRQs off).
+    VcpuPreempt,
+    /// The host runs this vCPU again.
+    VcpuResume,
 }
 
 /// The modelled machine and kernel.
@@ -325,6 +367,10 @@ impl World {
             flush_tlb_info: s.x86.flush_tlb_info,
             flush_tlb_info_stack_offset: s.x86.flush_tlb_info_stack_offset as u64,
             inject: s.inject.clone(),
+            invlpgb: s.x86.invlpgb,
+            paravirt: s.x86.paravirt,
+            mm: s.mm.clone(),
+            tlb_ipi_broadcast_key: crate::arch::x86::tlb::native_pv_tlb_init(s),
         };
         let cpus = (0..n)
             .map(|i| Cpu {
@@ -339,6 +385,8 @@ impl World {
                 curr: None,
                 rq: VecDeque::new(),
                 flush_info: FlushTlbInfo::default(),
+                vcpu_preempted: false,
+                kvm_flush_pending: false,
             })
             .collect();
         let init_mm = Mm {
@@ -349,6 +397,8 @@ impl World {
             cpumask: CpuMask::new(n),
             vmas: Vec::new(),
             next_trim_cpumask: 0,
+            mmap_lock_writer: None,
+            deposited: Vec::new(),
         };
         Ok(World {
             cfg,
@@ -382,6 +432,8 @@ impl World {
             cpumask: CpuMask::new(self.cpus.len()),
             vmas: Vec::new(),
             next_trim_cpumask: self.now + 1_000_000_000,
+            mmap_lock_writer: None,
+            deposited: Vec::new(),
         });
         self.next_ctx_id += 1;
         Ok(id)
@@ -444,12 +496,15 @@ impl World {
     /// Can `cpu` make progress now without an interrupt?
     pub fn can_run(&self, cpu: CpuId) -> bool {
         let c = &self.cpus[cpu as usize];
+        if c.vcpu_preempted {
+            return false;
+        }
         match c.curr {
             None => !c.rq.is_empty(),
             Some(t) => {
                 let task = &self.tasks[t as usize];
                 match task.kstack.last() {
-                    Some(f) => f.can_run(self, cpu),
+                    Some(f) => f.can_run(self, cpu, t),
                     None => crate::user::can_run(task),
                 }
             }
@@ -459,7 +514,7 @@ impl World {
     /// Would `cpu` take a pending IPI now?
     pub fn can_take_irq(&self, cpu: CpuId) -> bool {
         let c = &self.cpus[cpu as usize];
-        c.ipi_pending && c.irqs_off == 0
+        c.ipi_pending && c.irqs_off == 0 && !c.vcpu_preempted
     }
 
     /// The steps enabled now, for exhaustive exploration.
@@ -480,6 +535,12 @@ impl World {
         match kind {
             StepKind::TakeIrq => crate::kernel_smp::sysvec_call_function(self, cpu, fx),
             StepKind::Run => self.run(cpu, fx),
+            StepKind::VcpuPreempt => {
+                self.cpus[cpu as usize].vcpu_preempted = true;
+                self.counters.vcpu_preemptions += 1;
+                fx.label(Label::VcpuPreempt);
+            }
+            StepKind::VcpuResume => crate::arch::x86::tlb::kvm_vcpu_resume(self, cpu, fx),
         }
     }
 

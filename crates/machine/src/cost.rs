@@ -90,6 +90,20 @@ costs! {
     MunmapFixed = "munmap_fixed",
     /// `pthread_create`/`fork` up to the new task's first instruction: staggers a benchmark's tasks.
     TaskCreate = "task_create",
+    /// `collapse_huge_page` set-up: allocate and charge a 2 MiB folio, locks, revalidation.
+    CollapseSetup = "collapse_setup",
+    /// `__collapse_huge_page_copy`: copy one 4 KiB page into the huge page and release it.
+    CollapseCopyPage = "collapse_copy_page",
+    /// One GUP-fast walk step (`gup_fast_pgd_range` level reads, folio reference, re-checks).
+    GupFastWalk = "gup_fast_walk",
+    /// One INVLPGB of a page (AMD broadcast invalidation, no IPI).
+    Invlpgb = "invlpgb",
+    /// TLBSYNC: wait for this CPU's outstanding INVLPGBs to complete everywhere.
+    Tlbsync = "tlbsync",
+    /// `kvm_flush_tlb_multi`: reading one vCPU's steal-time `preempted` byte.
+    KvmSteal = "kvm_steal_check",
+    /// One NMI (perf sampling): taken even with IRQs off.
+    Nmi = "nmi",
 }
 
 /// One priced entry.

@@ -47,6 +47,8 @@ pub enum FrameUse {
     Anon,
     /// A page-table page at `level` (4 = PGD ... 1 = PTE table).
     Table(u8),
+    /// A PTE table kept aside for a huge PMD (`pgtable_trans_huge_deposit`).
+    Deposited,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -120,6 +122,14 @@ impl PhysMem {
         self.tables[pfn as usize] = None;
         self.in_use -= 1;
         self.free.push(pfn);
+    }
+
+    /// Give a frame a new role without freeing it (e.g. a PTE table that is
+    /// unhooked and deposited): for anyone who cached it, it was reused.
+    pub fn retag(&mut self, pfn: Pfn, usage: FrameUse) {
+        let m = &mut self.meta[pfn as usize];
+        m.usage = usage;
+        m.gen = m.gen.wrapping_add(1);
     }
 
     /// The frame's current generation.

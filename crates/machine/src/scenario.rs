@@ -116,6 +116,9 @@ pub struct MachineCfg {
     /// and DRAM variance, SMT, frequency). It also keeps identical threads
     /// from running in lockstep. 0 = exactly the profile's costs.
     pub jitter_pct: u32,
+    /// NMIs per second per CPU (perf sampling); they stall a CPU even with
+    /// IRQs off. 0 = none.
+    pub nmi_hz: u32,
 }
 
 impl Default for MachineCfg {
@@ -130,6 +133,7 @@ impl Default for MachineCfg {
             pcid: true,
             max_sim_time_ms: 60_000,
             jitter_pct: 5,
+            nmi_hz: 0,
         }
     }
 }
@@ -168,6 +172,15 @@ pub struct X86Cfg {
     pub flush_tlb_info_stack_offset: u32,
     /// `tlb_single_page_flush_ceiling` (debugfs), in pages.
     pub tlb_single_page_flush_ceiling: u32,
+    /// X86_FEATURE_INVLPGB: multi-CPU flushes use broadcast INVLPGB + TLBSYNC, no IPIs.
+    pub invlpgb: bool,
+    /// `pv_ops.mmu.flush_tlb_multi`: `none` (native) or `kvm`.
+    pub paravirt: Paravirt,
+    /// Under `paravirt = kvm`: mean time a vCPU runs between host preemptions
+    /// (µs, exponential); 0 = never preempted.
+    pub vcpu_run_us: u32,
+    /// Mean length of a host preemption of a vCPU (µs, exponential).
+    pub vcpu_preempt_us: u32,
 }
 
 impl Default for X86Cfg {
@@ -176,6 +189,10 @@ impl Default for X86Cfg {
             flush_tlb_info: FlushTlbInfoPlacement::Percpu,
             flush_tlb_info_stack_offset: 32,
             tlb_single_page_flush_ceiling: 33,
+            invlpgb: false,
+            paravirt: Paravirt::None,
+            vcpu_run_us: 0,
+            vcpu_preempt_us: 50,
         }
     }
 }
@@ -195,6 +212,28 @@ pub struct InjectCfg {
     pub lazy_skip_on_freed_tables: bool,
 }
 
+/// The paravirtual TLB-flush backend (`pv_ops.mmu.flush_tlb_multi`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Paravirt {
+    /// Bare metal: `native_flush_tlb_multi`.
+    None,
+    /// KVM guest: `kvm_flush_tlb_multi` skips preempted vCPUs.
+    Kvm,
+}
+
+/// Generic mm switches.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MmCfg {
+    /// Seed (b): `tlb_remove_table_sync_one()` returns early when
+    /// `tlb_table_flush_implies_ipi_broadcast()` (x86: static key set at boot
+    /// only with native flush and no INVLPGB).
+    pub skip_redundant_table_sync: bool,
+    /// UNSAFE: skip the sync whatever the static key says (INVLPGB, PV flush).
+    pub force_skip_table_sync: bool,
+}
+
 /// A complete run description.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -206,6 +245,7 @@ pub struct Scenario {
     pub machine: MachineCfg,
     pub workload: WorkloadCfg,
     pub x86: X86Cfg,
+    pub mm: MmCfg,
     pub inject: InjectCfg,
 }
 
@@ -218,6 +258,7 @@ impl Default for Scenario {
             machine: MachineCfg::default(),
             workload: WorkloadCfg::default(),
             x86: X86Cfg::default(),
+            mm: MmCfg::default(),
             inject: InjectCfg::default(),
         }
     }
@@ -320,6 +361,12 @@ impl Scenario {
                 m.max_sim_time_ms
             )));
         }
+        if m.nmi_hz > 100_000 {
+            return Err(Error::Range(format!(
+                "machine.nmi_hz = {} (allowed 0..=100000)",
+                m.nmi_hz
+            )));
+        }
         if m.jitter_pct > 50 {
             return Err(Error::Range(format!(
                 "machine.jitter_pct = {} (allowed 0..=50)",
@@ -352,6 +399,17 @@ impl Scenario {
                 x.tlb_single_page_flush_ceiling
             )));
         }
+        if x.vcpu_run_us > 10_000_000 || x.vcpu_preempt_us > 10_000_000 {
+            return Err(Error::Range(
+                "x86.vcpu_run_us / x86.vcpu_preempt_us (allowed 0..=10000000)".into(),
+            ));
+        }
+        if x.vcpu_run_us > 0 && x.paravirt != Paravirt::Kvm {
+            return Err(Error::Config(
+                "x86.vcpu_run_us needs x86.paravirt = \"kvm\" (only a guest's vCPUs are preempted)"
+                    .into(),
+            ));
+        }
         Ok(())
     }
 
@@ -374,6 +432,16 @@ impl Scenario {
                 "0..56, step 8",
                 "offset in its line of an unaligned stack struct",
             ),
+            ("x86.invlpgb", "true | false", "AMD INVLPGB broadcast flush instead of IPIs"),
+            ("x86.paravirt", "none | kvm", "flush_tlb_multi backend; kvm skips preempted vCPUs"),
+            ("x86.vcpu_run_us", "us (0 = never)", "kvm: mean vCPU run time between host preemptions"),
+            ("x86.vcpu_preempt_us", "us (50)", "kvm: mean host preemption length"),
+            (
+                "mm.skip_redundant_table_sync",
+                "true | false",
+                "seed skip-redundant-sync-ipis: skip tlb_remove_table_sync_one when the flush IPI'd",
+            ),
+            ("mm.force_skip_table_sync", "true | false", "UNSAFE: skip the sync regardless of the static key"),
             (
                 "x86.tlb_single_page_flush_ceiling",
                 "pages (33)",

@@ -18,6 +18,12 @@ enum Kind {
     Irq,
     /// Something the CPU waits for may have happened.
     Wake,
+    /// An NMI: the CPU stalls for its handler, IRQs on or off.
+    Nmi,
+    /// The host deschedules this vCPU.
+    Preempt,
+    /// The host runs this vCPU again.
+    Resume,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -54,6 +60,12 @@ pub struct SimOptions {
     pub jitter_pct: u32,
     /// Seed of the jitter draws.
     pub seed: u64,
+    /// NMIs per second per CPU (0 = none).
+    pub nmi_hz: u32,
+    /// Mean vCPU run time between host preemptions, ns (0 = never).
+    pub vcpu_run_ns: u64,
+    /// Mean host preemption length, ns.
+    pub vcpu_preempt_ns: u64,
 }
 
 impl Default for SimOptions {
@@ -64,6 +76,9 @@ impl Default for SimOptions {
             stop_on_violation: false,
             jitter_pct: 0,
             seed: 1,
+            nmi_hz: 0,
+            vcpu_run_ns: 0,
+            vcpu_preempt_ns: 0,
         }
     }
 }
@@ -115,6 +130,8 @@ pub struct Sim {
     pub now: Time,
     scheduled: Vec<bool>,
     busy_until: Vec<Time>,
+    /// An NMI handler occupies the CPU until then.
+    stall_until: Vec<Time>,
     irq_arrived: Vec<bool>,
     cache: CacheModel,
     fx: Effects,
@@ -151,6 +168,7 @@ impl Sim {
             now: 0,
             scheduled: vec![false; n],
             busy_until: vec![0; n],
+            stall_until: vec![0; n],
             irq_arrived: vec![false; n],
             cache: CacheModel::default(),
             fx: Effects::default(),
@@ -172,8 +190,22 @@ impl Sim {
                 s.push(0, c, Kind::Step);
                 s.scheduled[c as usize] = true;
             }
+            if s.opts.nmi_hz > 0 {
+                let t = s.exp(1_000_000_000 / s.opts.nmi_hz as u64);
+                s.push(t, c, Kind::Nmi);
+            }
+            if s.opts.vcpu_run_ns > 0 {
+                let t = s.exp(s.opts.vcpu_run_ns);
+                s.push(t, c, Kind::Preempt);
+            }
         }
         s
+    }
+
+    /// An exponentially distributed delay with the given mean (ns).
+    fn exp(&mut self, mean: u64) -> Time {
+        let u = (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        (-(1.0 - u).ln() * mean as f64) as Time + 1
     }
 
     #[inline]
@@ -229,6 +261,30 @@ impl Sim {
                     let t = self.now.max(self.busy_until[c]);
                     self.schedule(ev.cpu, t);
                 }
+                Kind::Nmi => {
+                    if !self.world.cpus[c].vcpu_preempted {
+                        let from = self.now.max(self.busy_until[c]).max(self.stall_until[c]);
+                        self.stall_until[c] = from + self.ps[Cost::Nmi as usize] / PS;
+                    }
+                    let t = self.now + self.exp(1_000_000_000 / self.opts.nmi_hz as u64);
+                    self.push(t, ev.cpu, Kind::Nmi);
+                }
+                Kind::Preempt => {
+                    self.host_step(ev.cpu, StepKind::VcpuPreempt);
+                    let t = self.now + self.exp(self.opts.vcpu_preempt_ns.max(1));
+                    self.push(t, ev.cpu, Kind::Resume);
+                }
+                Kind::Resume => {
+                    self.host_step(ev.cpu, StepKind::VcpuResume);
+                    let t = self.now + self.exp(self.opts.vcpu_run_ns);
+                    self.push(t, ev.cpu, Kind::Preempt);
+                    let at = self.busy_until[c].max(self.now);
+                    if self.world.can_run(ev.cpu)
+                        || (self.irq_arrived[c] && self.world.can_take_irq(ev.cpu))
+                    {
+                        self.schedule(ev.cpu, at);
+                    }
+                }
             }
             tick += 1;
             if tick == 1 << 20 {
@@ -238,8 +294,45 @@ impl Sim {
         }
     }
 
+    /// A host action on a vCPU (preempt/resume), priced like a step.
+    fn host_step(&mut self, cpu: CpuId, kind: StepKind) {
+        let mut fx = std::mem::take(&mut self.fx);
+        fx.clear();
+        fx.tracing = self.opts.trace_depth > 0;
+        self.world.now = self.now;
+        self.world.step(cpu, kind, &mut fx);
+        let dur = self.price(cpu, &fx);
+        let c = cpu as usize;
+        self.busy_until[c] = self.busy_until[c].max(self.now) + dur;
+        self.trace_labels(cpu, &fx);
+        self.fx = fx;
+    }
+
+    fn trace_labels(&mut self, cpu: CpuId, fx: &Effects) {
+        if self.opts.trace_depth == 0 {
+            return;
+        }
+        // TLB-hit accesses are the bulk of events and never the cause.
+        for &l in fx
+            .labels
+            .iter()
+            .filter(|l| !matches!(l, Label::UserAccess { hit: true, .. }))
+        {
+            if self.trace.len() == self.opts.trace_depth {
+                self.trace.pop_front();
+            }
+            self.trace.push_back((self.now, cpu, l));
+        }
+    }
+
     fn exec(&mut self, cpu: CpuId) {
         let c = cpu as usize;
+        if self.now < self.stall_until[c] {
+            // Inside an NMI handler: the step runs when it returns.
+            let t = self.stall_until[c];
+            self.schedule(cpu, t);
+            return;
+        }
         let kind = if self.irq_arrived[c] && self.world.can_take_irq(cpu) {
             self.irq_arrived[c] = false;
             StepKind::TakeIrq
@@ -271,19 +364,7 @@ impl Sim {
             let at = now + self.at(m as usize);
             self.stat(s, at);
         }
-        if self.opts.trace_depth > 0 {
-            // TLB-hit accesses are the bulk of events and never the cause.
-            for &l in fx
-                .labels
-                .iter()
-                .filter(|l| !matches!(l, Label::UserAccess { hit: true, .. }))
-            {
-                if self.trace.len() == self.opts.trace_depth {
-                    self.trace.pop_front();
-                }
-                self.trace.push_back((now, cpu, l));
-            }
-        }
+        self.trace_labels(cpu, &fx);
         self.fx = fx;
         if self.world.violations.len() > nviol {
             let new: Vec<Violation> = self.world.violations[nviol..].to_vec();

@@ -107,6 +107,15 @@ impl Report {
             ("segv", c.segv),
             ("violations_dropped", c.violations_dropped),
             ("frames_in_use", w.mem.in_use() as u64),
+            ("table_sync_ipi", c.table_sync_ipi),
+            ("table_sync_skipped", c.table_sync_skipped),
+            ("invlpgb", c.invlpgb),
+            ("tlbsync", c.tlbsync),
+            ("kvm_deferred_flushes", c.kvm_deferred_flushes),
+            ("vcpu_preemptions", c.vcpu_preemptions),
+            ("gup_fast", c.gup_fast),
+            ("gup_fast_backoff", c.gup_fast_backoff),
+            ("collapses", c.collapses),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))

@@ -8,6 +8,7 @@ use kernel::user::UserOp;
 use kernel::World;
 use machine::{Error, Scenario, HPAGE_SIZE, PAGE_SIZE};
 
+pub mod khugepaged;
 pub mod madvise_dontneed;
 pub mod tlb_flush;
 
@@ -32,6 +33,8 @@ pub fn catalogue() -> Vec<WorkloadInfo> {
         madvise_dontneed::RACE,
         tlb_flush::THREADS,
         tlb_flush::PROCESSES,
+        khugepaged::COLLAPSE,
+        khugepaged::RACE,
     ]
 }
 

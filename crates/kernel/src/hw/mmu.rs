@@ -137,6 +137,7 @@ fn check_frame(w: &mut World, cpu: CpuId, va: u64, h: TlbHit, via: &str) {
             FrameUse::Free => "is free",
             FrameUse::Anon => "was reused as a user page",
             FrameUse::Table(_) => "was reused as a page table",
+            FrameUse::Deposited => "was reused as a deposited page table",
         };
         w.violation(
             1,

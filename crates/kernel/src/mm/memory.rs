@@ -43,6 +43,14 @@ impl PageFault {
                 return Flow::Yield;
             }
         }
+        if let Some((_, pmd)) = crate::mm::gup::read_pmd(w, mm, self.va) {
+            if pte::present(pmd) && pte::huge(pmd) {
+                // A huge PMD already maps it (e.g. collapsed under us): spurious.
+                w.counters.spurious_faults += 1;
+                fx.label(Label::SpuriousFault { va: self.va });
+                return Flow::Return;
+            }
+        }
         match pte_alloc_walk(w, mm, self.va) {
             Ok(table) => handle_pte_fault(w, cpu, mm, table, self.va, self.write, fx),
             Err(_) => {
@@ -158,6 +166,30 @@ pub fn zap_pte_range(
 ) -> u64 {
     let next = ((addr / HPAGE_SIZE) + 1) * HPAGE_SIZE;
     let stop = next.min(end);
+    if let Some((pmd_table, pmd)) = crate::mm::gup::read_pmd(w, mm, addr) {
+        if pte::present(pmd) && pte::huge(pmd) {
+            // zap_huge_pmd (whole 2 MiB only; a partial zap would split first).
+            let region = addr & !(HPAGE_SIZE - 1);
+            if addr == region && stop == next {
+                w.mem.write(pmd_table, table_index(addr, 2), 0);
+                tlb.remove_huge_page(pte::pfn(pmd), region);
+                // zap_deposited_table → pte_free: the deposited table goes at once.
+                let dep = &mut w.mms[mm as usize].deposited;
+                if let Some(i) = dep.iter().position(|(a, _)| *a == region) {
+                    let (_, t) = dep.swap_remove(i);
+                    w.mem.free(t);
+                }
+                fx.cost(Cost::ZapPte, 1);
+                fx.label(Label::ZapPtes {
+                    mm,
+                    start: addr,
+                    end: stop,
+                    pages: 512,
+                });
+            }
+            return stop;
+        }
+    }
     let Some(table) = pte_table(w, mm, addr) else {
         return stop;
     };
@@ -182,4 +214,28 @@ pub fn zap_pte_range(
         pages: cleared,
     });
     stop
+}
+
+/// mm/gup.c: `populate_vma_page_range` (`MAP_POPULATE` / `MADV_POPULATE_WRITE`)
+/// done before a benchmark's measured phase: fault in `[start, end)` with
+/// private anonymous pages, without simulated time.
+pub fn populate_range(w: &mut World, mm: MmId, start: u64, end: u64) -> Result<(), machine::Error> {
+    let mut va = start & !(PAGE_SIZE - 1);
+    while va < end {
+        let table = pte_alloc_walk(w, mm, va)?;
+        let stop = (((va / HPAGE_SIZE) + 1) * HPAGE_SIZE).min(end);
+        while va < stop {
+            let idx = table_index(va, 1);
+            if !pte::present(w.mem.read(table, idx).unwrap_or(0)) {
+                let pfn = w.mem.alloc(FrameUse::Anon)?;
+                w.mem.write(
+                    table,
+                    idx,
+                    pte::make(pfn, pte::WRITE | pte::USER | pte::ACCESSED | pte::DIRTY),
+                );
+            }
+            va += PAGE_SIZE;
+        }
+    }
+    Ok(())
 }

@@ -44,6 +44,13 @@ impl MmuGather {
         self.pages.push(pfn);
     }
 
+    /// `tlb_remove_page_size(tlb, page, HPAGE_PMD_SIZE)`: a huge page at `va`.
+    pub fn remove_huge_page(&mut self, pfn: Pfn, va: u64) {
+        self.start = self.start.min(va);
+        self.end = self.end.max(va + machine::HPAGE_SIZE);
+        self.pages.push(pfn);
+    }
+
     /// `pte_free_tlb` → `tlb_remove_table`: a PTE table covering `[va, va+2M)`.
     pub fn remove_table(&mut self, pfn: Pfn, va: u64) {
         self.start = self.start.min(va);
@@ -128,4 +135,34 @@ pub fn tlb_flush_mmu_free_task(w: &mut World, task: TaskId, fx: &mut Effects) {
     let mut tlb = std::mem::take(&mut w.tasks[task as usize].gather);
     tlb_flush_mmu_free(w, &mut tlb, fx);
     w.tasks[task as usize].gather = tlb;
+}
+
+/// include/asm-generic/tlb.h / arch/x86/include/asm/tlb.h (seed b):
+/// `tlb_table_flush_implies_ipi_broadcast`: did the preceding TLB flush
+/// already interrupt every CPU that could be in a lockless walk? On x86 the
+/// static key says so only with native flush and no INVLPGB. The forced
+/// variant ignores the key (unsafe, for the checker and the monitor).
+pub fn tlb_table_flush_implies_ipi_broadcast(w: &World) -> bool {
+    let m = &w.cfg.mm;
+    m.force_skip_table_sync || (m.skip_redundant_table_sync && w.cfg.tlb_ipi_broadcast_key)
+}
+
+/// mm/mmu_gather.c: `tlb_remove_table_sync_one`: `smp_call_function(
+/// tlb_remove_table_smp_sync, NULL, 1)`, an IPI to every other online CPU,
+/// counted in the CAL row; with seed (b) it returns early when the flush
+/// already implied the broadcast.
+pub fn tlb_remove_table_sync_one(w: &mut World, fx: &mut Effects) -> Flow {
+    if tlb_table_flush_implies_ipi_broadcast(w) {
+        w.counters.table_sync_skipped += 1;
+        fx.label(Label::TableSync { ipis: false });
+        return Flow::Continue;
+    }
+    w.counters.table_sync_ipi += 1;
+    fx.label(Label::TableSync { ipis: true });
+    Flow::Call(crate::world::Frame::SmpCallFunctionManyCond(
+        crate::kernel_smp::SmpCallFunctionManyCond::smp_call_function(
+            w.cpus.len(),
+            crate::kernel_smp::CallFunc::TlbRemoveTableSmpSync,
+        ),
+    ))
 }

@@ -1,4 +1,6 @@
 //! Generic memory management (`mm/`).
+pub mod gup;
+pub mod khugepaged;
 pub mod madvise;
 pub mod memory;
 pub mod mmap;

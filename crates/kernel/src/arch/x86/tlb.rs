@@ -164,11 +164,17 @@ impl FlushTlbMmRange {
                 self.pc = Pc::Done;
                 let n = w.cfg.nr_cpus as u64;
                 fx.lines(layout::mm_cpumask(self.mm, 0), n.div_ceil(8), false);
-                if w.mms[self.mm as usize].cpumask.any_but(cpu) {
+                let others = w.mms[self.mm as usize].cpumask.any_but(cpu);
+                if others && w.cfg.invlpgb {
+                    // mm_global_asid(mm): broadcast_tlb_flush, no IPIs.
+                    broadcast_tlb_flush(w, info, fx);
+                    return Flow::Yield;
+                }
+                if others {
                     let trim = should_trim_cpumask(w, self.mm);
                     set_info(w, info, |f| f.trim_cpumask = trim);
                     let mask = w.mms[self.mm as usize].cpumask.clone();
-                    return native_flush_tlb_multi(w, mask, info);
+                    return flush_tlb_multi(w, mask, info, fx);
                 }
                 if w.cpus[cpu as usize].tlbstate.loaded_mm == self.mm {
                     // local_irq_disable(); flush_tlb_func(info); local_irq_enable();
@@ -257,6 +263,109 @@ fn should_trim_cpumask(w: &mut World, mm: MmId) -> bool {
     } else {
         false
     }
+}
+
+/// arch/x86/mm/tlb.c: `native_pv_tlb_init` (seed b): enable
+/// `tlb_ipi_broadcast_key` at boot only if `pv_ops.mmu.flush_tlb_multi ==
+/// native_flush_tlb_multi` and the CPU has no INVLPGB.
+pub fn native_pv_tlb_init(s: &machine::Scenario) -> bool {
+    s.x86.paravirt == machine::scenario::Paravirt::None && !s.x86.invlpgb
+}
+
+/// arch/x86/mm/tlb.c: `flush_tlb_multi` → `__flush_tlb_multi`: the
+/// paravirt hook, `native_flush_tlb_multi` or the backend's.
+pub fn flush_tlb_multi(
+    w: &mut World,
+    mask: machine::CpuMask,
+    info: InfoRef,
+    fx: &mut Effects,
+) -> Flow {
+    match w.cfg.paravirt {
+        machine::scenario::Paravirt::None => native_flush_tlb_multi(w, mask, info),
+        machine::scenario::Paravirt::Kvm => kvm_flush_tlb_multi(w, mask, info, fx),
+    }
+}
+
+/// arch/x86/kernel/kvm.c: `kvm_flush_tlb_multi`: a preempted vCPU gets
+/// `KVM_VCPU_FLUSH_TLB` in its steal-time area instead of an IPI (the host
+/// flushes it on the next VM entry); the rest go to `native_flush_tlb_multi`.
+pub fn kvm_flush_tlb_multi(
+    w: &mut World,
+    mask: machine::CpuMask,
+    info: InfoRef,
+    fx: &mut Effects,
+) -> Flow {
+    let mut flushmask = mask.clone();
+    for c in mask.iter() {
+        fx.cost(Cost::KvmSteal, 1);
+        let cpu = &mut w.cpus[c as usize];
+        if cpu.vcpu_preempted {
+            cpu.kvm_flush_pending = true;
+            flushmask.clear(c);
+            w.counters.kvm_deferred_flushes += 1;
+            fx.label(Label::KvmDeferFlush { cpu: c });
+        }
+    }
+    native_flush_tlb_multi(w, flushmask, info)
+}
+
+/// The host side of a vCPU resuming (arch/x86/kvm/x86.c: `record_steal_time`
+/// → `kvm_vcpu_flush_tlb_guest` when the guest set `KVM_VCPU_FLUSH_TLB`).
+pub fn kvm_vcpu_resume(w: &mut World, cpu: CpuId, fx: &mut Effects) {
+    let c = &mut w.cpus[cpu as usize];
+    c.vcpu_preempted = false;
+    let flushed = std::mem::take(&mut c.kvm_flush_pending);
+    if flushed {
+        c.tlb.flush_all();
+        w.counters.full_flushes += 1;
+        fx.cost(Cost::FlushTlbLocal, 1);
+    }
+    fx.label(Label::VcpuResume { flushed });
+}
+
+/// arch/x86/mm/tlb.c: `broadcast_tlb_flush`: INVLPGB the range (or the
+/// whole ASID) on every CPU at once, then TLBSYNC. No IPI: no CPU has to
+/// take an interrupt, so nothing waits for IRQ-off windows to end.
+pub fn broadcast_tlb_flush(w: &mut World, r: InfoRef, fx: &mut Effects) {
+    let f = *w.flush_info(r);
+    let Some(mm) = f.mm else { return };
+    let ctx_id = w.mms[mm as usize].ctx_id;
+    let stride = 1u64 << f.stride_shift;
+    let pages = if f.end == TLB_FLUSH_ALL {
+        TLB_FLUSH_ALL
+    } else {
+        (f.end - f.start) / stride
+    };
+    fx.cost(
+        Cost::Invlpgb,
+        if pages == TLB_FLUSH_ALL {
+            1
+        } else {
+            pages as u32
+        },
+    );
+    fx.cost(Cost::Tlbsync, 1);
+    w.counters.invlpgb += if pages == TLB_FLUSH_ALL { 1 } else { pages };
+    w.counters.tlbsync += 1;
+    for c in w.cpus.iter_mut() {
+        for asid in 0..TLB_NR_DYN_ASIDS {
+            let ctx = &mut c.tlbstate.ctxs[asid];
+            if ctx.ctx_id != ctx_id {
+                continue;
+            }
+            if pages != TLB_FLUSH_ALL && ctx.tlb_gen + 1 == f.new_tlb_gen {
+                let mut a = f.start;
+                while a < f.end {
+                    c.tlb.flush_one(asid as u16, a);
+                    a += stride;
+                }
+            } else {
+                c.tlb.flush_asid(asid as u16);
+            }
+            ctx.tlb_gen = ctx.tlb_gen.max(f.new_tlb_gen);
+        }
+    }
+    fx.label(Label::Invlpgb { mm, pages });
 }
 
 /// arch/x86/mm/tlb.c: `native_flush_tlb_multi`: trace `TLB_REMOTE_SEND_IPI`,

@@ -1,0 +1,135 @@
+//! Seed skip-redundant-sync-ipis: `tlb_remove_table_sync_one()` after each
+//! khugepaged collapse, and when the TLB flush makes it redundant.
+mod common;
+use common::*;
+
+fn collapse(cpus: u32, size: &str, extra: &[&str]) -> sim::Report {
+    let cpus_kv = format!("machine.cpus={cpus}");
+    let size_kv = format!("workload.size={size}");
+    let mut sets = vec![cpus_kv.as_str(), size_kv.as_str()];
+    sets.extend_from_slice(extra);
+    run(&scenario("skip-sync-collapse", &sets))
+}
+
+/// Upstream: one collapse per 2 MiB, each followed by a sync IPI to every
+/// other online CPU, counted in CAL (never TLB); the collapsing thread is
+/// alone in its mm, so pmdp_collapse_flush sends nothing.
+/// CAL = (size / 2 MiB) × (cpus − 1). With the seed: no sync IPIs at all.
+#[test]
+fn baseline_cal_formula_and_the_skip() {
+    for cpus in [4u32, 16, 64] {
+        for (size, mib) in [("64MiB", 64u64), ("512MiB", 512)] {
+            let collapses = mib / 2;
+            let r = collapse(cpus, size, &[]);
+            assert_eq!(
+                total(&r, "CAL"),
+                collapses * (cpus as u64 - 1),
+                "{cpus} CPUs, {size}"
+            );
+            assert_eq!(total(&r, "TLB"), 0);
+            assert_eq!(r.arch["collapses"], collapses);
+            assert_eq!(r.arch["table_sync_ipi"], collapses);
+            let r = collapse(cpus, size, &["mm.skip_redundant_table_sync=true"]);
+            assert_eq!(total(&r, "CAL"), 0, "{cpus} CPUs, {size}, skip");
+            assert_eq!(r.arch["table_sync_skipped"], collapses);
+            assert!(r.violations.is_empty());
+        }
+    }
+}
+
+/// With GUP-fast threads on k CPUs, each collapse's flush IPIs those k CPUs
+/// (TLB and CAL); the sync adds cpus − 1 CAL per collapse unless skipped.
+#[test]
+fn with_threads_the_flush_ipis_remain() {
+    let (cpus, k, collapses) = (16u64, 3u64, 64u64);
+    let base = collapse(cpus as u32, "128MiB", &["workload.threads=3"]);
+    assert_eq!(total(&base, "TLB"), collapses * k);
+    assert!(total(&base, "CAL") >= collapses * (cpus - 1));
+    let skip = collapse(
+        cpus as u32,
+        "128MiB",
+        &["workload.threads=3", "mm.skip_redundant_table_sync=true"],
+    );
+    assert_eq!(total(&skip, "TLB"), collapses * k);
+    assert!(total(&skip, "CAL") <= collapses * k);
+    assert!(base.violations.is_empty() && skip.violations.is_empty());
+}
+
+/// The static key is off with INVLPGB or a paravirt flush: the safe switch
+/// changes nothing, byte for byte.
+#[test]
+fn static_key_off_under_invlpgb_and_kvm() {
+    for v in ["x86.invlpgb=true", "x86.paravirt=kvm"] {
+        let a = collapse(8, "64MiB", &[v]);
+        let b = collapse(8, "64MiB", &[v, "mm.skip_redundant_table_sync=true"]);
+        assert_eq!(total(&a, "CAL"), 32 * 7, "{v}");
+        assert_eq!(
+            serde_json::to_value(&a.interrupts).unwrap(),
+            serde_json::to_value(&b.interrupts).unwrap()
+        );
+        assert_eq!(b.arch["table_sync_skipped"], 0);
+    }
+}
+
+fn race(extra: &[&str]) -> sim::Report {
+    let mut sets = vec!["workload.iterations=150"];
+    sets.extend_from_slice(extra);
+    run(&scenario("collapse-race", &sets))
+}
+
+/// KVM: a vCPU preempted inside GUP-fast (IRQs off) is not IPI'd by
+/// kvm_flush_tlb_multi. Forcing the skip lets the collapse free the page
+/// the walker is about to grab. The safe switch keeps the sync.
+#[test]
+fn forced_skip_under_kvm_is_caught() {
+    let safe = race(&["mm.skip_redundant_table_sync=true"]);
+    assert!(
+        safe.violations.is_empty(),
+        "{:?}",
+        safe.violations.first().map(|v| &v.what)
+    );
+    let bad = race(&["mm.force_skip_table_sync=true"]);
+    let v = bad
+        .violations
+        .first()
+        .expect("forced skip under KVM must be caught");
+    assert_eq!(v.invariant, 1);
+    assert!(v.what.contains("GUP-fast"), "{}", v.what);
+    assert!(!v.trace.is_empty());
+    assert!(
+        bad.arch["kvm_deferred_flushes"] > 0,
+        "the mechanism: flushes left to the host"
+    );
+}
+
+/// INVLPGB flushes without IPIs: with perf NMIs stretching a walker's
+/// IRQ-off window, forcing the skip is caught; native flush with the seed's
+/// skip is not unsafe under the same stress.
+#[test]
+fn forced_skip_with_invlpgb_is_caught() {
+    let bare = [
+        "x86.paravirt=none",
+        "x86.vcpu_run_us=0",
+        "machine.nmi_hz=20000",
+    ];
+    let mut bad_sets = bare.to_vec();
+    bad_sets.extend(["x86.invlpgb=true", "mm.force_skip_table_sync=true"]);
+    let bad = race(&bad_sets);
+    assert!(
+        bad.violations.iter().any(|v| v.invariant == 1),
+        "INVLPGB + forced skip must be caught"
+    );
+    assert!(
+        bad.arch["invlpgb"] > 0 && total(&bad, "CAL") == 0,
+        "no IPIs at all"
+    );
+    let mut ok_sets = bare.to_vec();
+    ok_sets.push("mm.skip_redundant_table_sync=true");
+    let ok = race(&ok_sets);
+    assert!(
+        ok.violations.is_empty(),
+        "{:?}",
+        ok.violations.first().map(|v| &v.what)
+    );
+    assert_eq!(ok.arch["table_sync_skipped"], 150);
+}
