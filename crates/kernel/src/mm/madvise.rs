@@ -1,7 +1,7 @@
 //! mm/madvise.c: `madvise(MADV_DONTNEED)`.
 
 use crate::effects::{Effects, Label};
-use crate::mm::memory::zap_pte_range;
+use crate::mm::memory::unmap_page_range_step;
 use crate::mm::mmu_gather::{tlb_flush_mmu_free_task, tlb_flush_mmu_tlbonly};
 use crate::world::{Flow, World};
 use crate::TaskId;
@@ -55,9 +55,7 @@ impl MadviseDontneed {
                     self.pc = Pc::Flush;
                     return Flow::Continue;
                 }
-                let mut tlb = std::mem::take(&mut w.tasks[task as usize].gather);
-                let next = zap_pte_range(w, mm, addr, self.end, &mut tlb, fx);
-                w.tasks[task as usize].gather = tlb;
+                let next = unmap_page_range_step(w, task, addr, self.end, fx);
                 self.pc = Pc::Zap(next);
                 Flow::Yield
             }

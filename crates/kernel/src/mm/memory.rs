@@ -239,3 +239,19 @@ pub fn populate_range(w: &mut World, mm: MmId, start: u64, end: u64) -> Result<(
     }
     Ok(())
 }
+
+/// mm/memory.c: `unmap_page_range`, one PTE table's worth per call, into
+/// the task's `mmu_gather`. Returns where the next table starts.
+pub fn unmap_page_range_step(
+    w: &mut World,
+    task: TaskId,
+    addr: u64,
+    end: u64,
+    fx: &mut Effects,
+) -> u64 {
+    let mm = w.tasks[task as usize].mm;
+    let mut tlb = std::mem::take(&mut w.tasks[task as usize].gather);
+    let next = zap_pte_range(w, mm, addr, end, &mut tlb, fx);
+    w.tasks[task as usize].gather = tlb;
+    next
+}

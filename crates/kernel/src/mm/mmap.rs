@@ -1,7 +1,7 @@
 //! mm/mmap.c, mm/vma.c: `munmap`, with `free_pgtables`.
 
 use crate::effects::{Effects, Label};
-use crate::mm::memory::{pte_table, zap_pte_range};
+use crate::mm::memory::{pte_table, unmap_page_range_step};
 use crate::mm::mmu_gather::{tlb_flush_mmu_free_task, tlb_flush_mmu_tlbonly};
 use crate::world::{Flow, Vma, World};
 use crate::TaskId;
@@ -80,9 +80,7 @@ impl Munmap {
                     self.pc = Pc::FreePgtables;
                     return Flow::Continue;
                 }
-                let mut tlb = std::mem::take(&mut w.tasks[task as usize].gather);
-                let next = zap_pte_range(w, mm, addr, self.end, &mut tlb, fx);
-                w.tasks[task as usize].gather = tlb;
+                let next = unmap_page_range_step(w, task, addr, self.end, fx);
                 self.pc = Pc::Zap(next);
                 Flow::Yield
             }
