@@ -58,6 +58,20 @@ enum Cmd {
         #[command(flatten)]
         common: Common,
     },
+    /// Run the cross product of --over axes in parallel; write CSV and JSON.
+    Sweep {
+        scenario: Option<String>,
+        #[arg(long)]
+        workload: Option<String>,
+        /// An axis: "key=v1,v2,..." (repeatable; the first varies slowest).
+        #[arg(long = "over", value_name = "KEY=V1,V2,...", required = true)]
+        over: Vec<String>,
+        /// Directory for sweep.csv and sweep.json.
+        #[arg(long, default_value = "target/tlblab-sweep")]
+        out: String,
+        #[command(flatten)]
+        common: Common,
+    },
     /// List workloads, switches, bundled scenarios and cost-profile entries.
     List,
     /// Every seed result built so far, as tables like the cover letters'.
@@ -172,6 +186,39 @@ fn real_main(cli: Cli) -> Result<(), Error> {
                     base.name, base.machine.cpus, base.workload.name
                 );
                 print!("{}", compare_table(&labels, &reports));
+            }
+        }
+        Cmd::Sweep {
+            scenario,
+            workload,
+            over,
+            out,
+            common,
+        } => {
+            let base = scenario_of(scenario.as_deref(), workload.as_deref(), &common)?;
+            let axes: Vec<tlblab::sweep::Axis> = over
+                .iter()
+                .map(|o| tlblab::sweep::Axis::parse(o))
+                .collect::<Result<_, _>>()?;
+            let opts = options(&common)?;
+            let rows = tlblab::sweep::sweep(&base, &axes, &opts, !common.json)?;
+            let csv = tlblab::sweep::to_csv(&axes, &rows);
+            let json = serde_json::to_string_pretty(&serde_json::json!({
+                "scenario": base.to_json(),
+                "axes": axes.iter().map(|a| serde_json::json!({"key": a.key, "values": a.values})).collect::<Vec<_>>(),
+                "rows": rows,
+            }))
+            .expect("json");
+            std::fs::create_dir_all(&out).map_err(|e| Error::Io(format!("{out}: {e}")))?;
+            std::fs::write(format!("{out}/sweep.csv"), &csv)
+                .map_err(|e| Error::Io(format!("{out}/sweep.csv: {e}")))?;
+            std::fs::write(format!("{out}/sweep.json"), &json)
+                .map_err(|e| Error::Io(format!("{out}/sweep.json: {e}")))?;
+            if common.json {
+                println!("{json}");
+            } else {
+                print!("{csv}");
+                eprintln!("wrote {out}/sweep.csv and {out}/sweep.json");
             }
         }
         Cmd::List => {
