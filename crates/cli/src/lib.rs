@@ -31,6 +31,10 @@ pub const BUNDLED: &[(&str, &str)] = &[
         "collapse-race",
         include_str!("../../../scenarios/collapse-race.toml"),
     ),
+    (
+        "hugetlb-unshare",
+        include_str!("../../../scenarios/hugetlb-unshare.toml"),
+    ),
 ];
 
 /// Load a scenario from a file path, or a bundled one by name.
@@ -136,6 +140,8 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<(Report, WallStat
         jitter_pct: s.machine.jitter_pct,
         seed: s.seed,
         nmi_hz: s.machine.nmi_hz,
+        smi_hz: s.machine.smi_hz,
+        smi_ns: s.machine.smi_us as u64 * 1000,
         vcpu_run_ns: s.x86.vcpu_run_us as u64 * 1000,
         vcpu_preempt_ns: s.x86.vcpu_preempt_us as u64 * 1000,
         ..SimOptions::default()

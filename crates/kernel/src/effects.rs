@@ -132,6 +132,14 @@ pub enum Label {
     KvmDeferFlush {
         cpu: CpuId,
     },
+    PmdUnshare {
+        mm: MmId,
+        table: Pfn,
+    },
+    PmdShare {
+        mm: MmId,
+        table: Pfn,
+    },
 }
 
 impl fmt::Display for Label {
@@ -265,6 +273,13 @@ impl fmt::Display for Label {
                     "INVLPGB+TLBSYNC mm{mm}: {what} invalidated on every CPU, no IPI"
                 )
             }
+            Label::PmdUnshare { mm, table } => {
+                write!(f, "huge_pmd_unshare mm{mm}: PUD no longer points at shared PMD table frame {table}")
+            }
+            Label::PmdShare { mm, table } => write!(
+                f,
+                "huge_pmd_share mm{mm}: PUD -> shared PMD table frame {table}"
+            ),
             Label::KvmDeferFlush { cpu } => {
                 write!(f, "kvm_flush_tlb_multi: CPU{cpu} preempted, sets KVM_VCPU_FLUSH_TLB instead of an IPI")
             }

@@ -30,6 +30,8 @@ pub enum UserOp {
     Mmap { start: u64, len: u64 },
     /// `munmap(start, len)`.
     Munmap { start: u64, len: u64 },
+    /// `mmap(start, len, ..., MAP_SHARED|MAP_FIXED, hugetlbfs_fd, 0)`.
+    MmapHugetlb { start: u64, len: u64 },
     /// `madvise(start, len, MADV_COLLAPSE)`.
     MadviseCollapse { start: u64, len: u64 },
     /// `get_user_pages_fast` of `pages` pages (e.g. an `O_DIRECT` buffer),
@@ -146,7 +148,7 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
                 pages,
             )))
         }
-        UserOp::Mmap { start, len } => {
+        UserOp::Mmap { start, len } | UserOp::MmapHugetlb { start, len } => {
             fx.cost(Cost::SyscallEntryExit, 1);
             fx.cost(Cost::MmapFixed, 1);
             fx.label(crate::Label::Syscall { nr: "mmap" });
@@ -154,7 +156,11 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             w.mms[mm as usize]
                 .vmas
                 .retain(|v| v.end <= start || v.start >= start + len);
-            w.add_vma(mm, start, len);
+            if matches!(op, UserOp::MmapHugetlb { .. }) {
+                w.add_vma_hugetlb(mm, start, len);
+            } else {
+                w.add_vma(mm, start, len);
+            }
             advance(w);
             Flow::Yield
         }

@@ -163,6 +163,29 @@ pub struct Vma {
     pub start: u64,
     pub end: u64,
     pub writable: bool,
+    /// A `MAP_SHARED` hugetlbfs mapping (2 MiB pages, PMD tables shareable).
+    pub hugetlb: bool,
+}
+
+/// Page-table pages handed to `call_rcu` (mm/mmu_gather.c:
+/// `tlb_remove_table_free`): freed once every CPU that was inside an RCU
+/// read-side section (IRQs or preemption off: GUP-fast is one) when they
+/// were queued has passed a quiescent state.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RcuBatch {
+    pub mm: MmId,
+    pub tables: Vec<Pfn>,
+    pub waiting: CpuMask,
+}
+
+/// A PMD table shared between the mms that map the same hugetlbfs file
+/// range (mm/hugetlb.c: `huge_pmd_share`; the table's `pt_share_count`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SharedPmd {
+    /// 1 GiB-aligned address covered by the table.
+    pub region: u64,
+    pub table: Pfn,
+    pub users: u32,
 }
 
 /// `struct mm_struct` with the x86 `mm_context_t` parts the flush paths use.
@@ -219,6 +242,11 @@ pub struct Counters {
     pub gup_fast: u64,
     pub gup_fast_backoff: u64,
     pub collapses: u64,
+    /// `huge_pmd_unshare` calls that dropped a shared PMD table.
+    pub pmd_unshares: u64,
+    pub pmd_shares: u64,
+    /// Page-table batches freed after an RCU grace period.
+    pub rcu_table_batches: u64,
 }
 
 impl PartialEq for Counters {
@@ -346,6 +374,10 @@ pub struct World {
     pub measuring: u32,
     pub violations: Vec<Violation>,
     pub counters: Counters,
+    /// Shareable hugetlb PMD tables (one hugetlbfs file, mapped at the same address).
+    pub hugetlb_pmds: Vec<SharedPmd>,
+    /// Page-table batches waiting for an RCU grace period (`tlb_remove_table_rcu`).
+    pub rcu_batches: Vec<RcuBatch>,
     next_ctx_id: u64,
 }
 
@@ -416,6 +448,8 @@ impl World {
                 irq_res: vec![0; n],
                 ..Counters::default()
             },
+            hugetlb_pmds: Vec::new(),
+            rcu_batches: Vec::new(),
             next_ctx_id: 1,
         })
     }
@@ -445,6 +479,17 @@ impl World {
             start,
             end: start + len,
             writable: true,
+            hugetlb: false,
+        });
+    }
+
+    /// Add a shared hugetlbfs VMA (`mmap(MAP_SHARED)` of a hugetlbfs file).
+    pub fn add_vma_hugetlb(&mut self, mm: MmId, start: u64, len: u64) {
+        self.mms[mm as usize].vmas.push(Vma {
+            start,
+            end: start + len,
+            writable: true,
+            hugetlb: true,
         });
     }
 
@@ -532,6 +577,16 @@ impl World {
 
     /// Run one step on `cpu`.
     pub fn step(&mut self, cpu: CpuId, kind: StepKind, fx: &mut Effects) {
+        self.dispatch(cpu, kind, fx);
+        if !self.rcu_batches.is_empty() {
+            let c = &self.cpus[cpu as usize];
+            if c.irqs_off == 0 && c.preempt_count == 0 && !c.vcpu_preempted {
+                crate::mm::mmu_gather::rcu_quiescent_state(self, cpu, fx);
+            }
+        }
+    }
+
+    fn dispatch(&mut self, cpu: CpuId, kind: StepKind, fx: &mut Effects) {
         match kind {
             StepKind::TakeIrq => crate::kernel_smp::sysvec_call_function(self, cpu, fx),
             StepKind::Run => self.run(cpu, fx),

@@ -119,6 +119,11 @@ pub struct MachineCfg {
     /// NMIs per second per CPU (perf sampling); they stall a CPU even with
     /// IRQs off. 0 = none.
     pub nmi_hz: u32,
+    /// System Management Interrupts per second per CPU (firmware): they stall
+    /// a CPU invisibly to the OS, IRQs on or off. 0 = none.
+    pub smi_hz: u32,
+    /// Length of one SMI (µs); platform firmware, typically 10s-100s of µs.
+    pub smi_us: u32,
 }
 
 impl Default for MachineCfg {
@@ -134,6 +139,8 @@ impl Default for MachineCfg {
             max_sim_time_ms: 60_000,
             jitter_pct: 5,
             nmi_hz: 0,
+            smi_hz: 0,
+            smi_us: 200,
         }
     }
 }
@@ -232,6 +239,9 @@ pub struct MmCfg {
     pub skip_redundant_table_sync: bool,
     /// UNSAFE: skip the sync whatever the static key says (INVLPGB, PV flush).
     pub force_skip_table_sync: bool,
+    /// UNSAFE by the seed's argument: with the skip, `tlb_flush` passes only
+    /// `freed_tables` (not `unshared_tables`), so lazy CPUs are not IPI'd on unshare.
+    pub unshare_without_lazy_ipi: bool,
 }
 
 /// A complete run description.
@@ -361,6 +371,12 @@ impl Scenario {
                 m.max_sim_time_ms
             )));
         }
+        if m.smi_hz > 10_000 || m.smi_us > 100_000 {
+            return Err(Error::Range(format!(
+                "machine.smi_hz = {}, machine.smi_us = {} (allowed 0..=10000 and 0..=100000)",
+                m.smi_hz, m.smi_us
+            )));
+        }
         if m.nmi_hz > 100_000 {
             return Err(Error::Range(format!(
                 "machine.nmi_hz = {} (allowed 0..=100000)",
@@ -442,6 +458,7 @@ impl Scenario {
                 "seed skip-redundant-sync-ipis: skip tlb_remove_table_sync_one when the flush IPI'd",
             ),
             ("mm.force_skip_table_sync", "true | false", "UNSAFE: skip the sync regardless of the static key"),
+            ("mm.unshare_without_lazy_ipi", "true | false", "UNSAFE: unshare flush does not IPI lazy CPUs"),
             (
                 "x86.tlb_single_page_flush_ceiling",
                 "pages (33)",

@@ -20,6 +20,8 @@ enum Kind {
     Wake,
     /// An NMI: the CPU stalls for its handler, IRQs on or off.
     Nmi,
+    /// An SMI: firmware stalls the CPU, IRQs on or off.
+    Smi,
     /// The host deschedules this vCPU.
     Preempt,
     /// The host runs this vCPU again.
@@ -62,6 +64,9 @@ pub struct SimOptions {
     pub seed: u64,
     /// NMIs per second per CPU (0 = none).
     pub nmi_hz: u32,
+    /// SMIs per second per CPU (0 = none) and their length in ns.
+    pub smi_hz: u32,
+    pub smi_ns: u64,
     /// Mean vCPU run time between host preemptions, ns (0 = never).
     pub vcpu_run_ns: u64,
     /// Mean host preemption length, ns.
@@ -77,6 +82,8 @@ impl Default for SimOptions {
             jitter_pct: 0,
             seed: 1,
             nmi_hz: 0,
+            smi_hz: 0,
+            smi_ns: 0,
             vcpu_run_ns: 0,
             vcpu_preempt_ns: 0,
         }
@@ -194,6 +201,10 @@ impl Sim {
                 let t = s.exp(1_000_000_000 / s.opts.nmi_hz as u64);
                 s.push(t, c, Kind::Nmi);
             }
+            if s.opts.smi_hz > 0 {
+                let t = s.exp(1_000_000_000 / s.opts.smi_hz as u64);
+                s.push(t, c, Kind::Smi);
+            }
             if s.opts.vcpu_run_ns > 0 {
                 let t = s.exp(s.opts.vcpu_run_ns);
                 s.push(t, c, Kind::Preempt);
@@ -262,12 +273,14 @@ impl Sim {
                     self.schedule(ev.cpu, t);
                 }
                 Kind::Nmi => {
-                    if !self.world.cpus[c].vcpu_preempted {
-                        let from = self.now.max(self.busy_until[c]).max(self.stall_until[c]);
-                        self.stall_until[c] = from + self.ps[Cost::Nmi as usize] / PS;
-                    }
+                    self.stall(c, self.ps[Cost::Nmi as usize] / PS);
                     let t = self.now + self.exp(1_000_000_000 / self.opts.nmi_hz as u64);
                     self.push(t, ev.cpu, Kind::Nmi);
+                }
+                Kind::Smi => {
+                    self.stall(c, self.opts.smi_ns);
+                    let t = self.now + self.exp(1_000_000_000 / self.opts.smi_hz as u64);
+                    self.push(t, ev.cpu, Kind::Smi);
                 }
                 Kind::Preempt => {
                     self.host_step(ev.cpu, StepKind::VcpuPreempt);
@@ -291,6 +304,14 @@ impl Sim {
                 tick = 0;
                 progress(self);
             }
+        }
+    }
+
+    /// The CPU executes something outside the OS's control for `ns`.
+    fn stall(&mut self, c: usize, ns: Time) {
+        if !self.world.cpus[c].vcpu_preempted {
+            let from = self.now.max(self.busy_until[c]).max(self.stall_until[c]);
+            self.stall_until[c] = from + ns;
         }
     }
 

@@ -116,6 +116,9 @@ impl Report {
             ("gup_fast", c.gup_fast),
             ("gup_fast_backoff", c.gup_fast_backoff),
             ("collapses", c.collapses),
+            ("pmd_shares", c.pmd_shares),
+            ("pmd_unshares", c.pmd_unshares),
+            ("rcu_table_batches", c.rcu_table_batches),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))

@@ -8,6 +8,7 @@ use kernel::user::UserOp;
 use kernel::World;
 use machine::{Error, Scenario, HPAGE_SIZE, PAGE_SIZE};
 
+pub mod hugetlb;
 pub mod khugepaged;
 pub mod madvise_dontneed;
 pub mod tlb_flush;
@@ -35,6 +36,7 @@ pub fn catalogue() -> Vec<WorkloadInfo> {
         tlb_flush::PROCESSES,
         khugepaged::COLLAPSE,
         khugepaged::RACE,
+        hugetlb::UNSHARE,
     ]
 }
 

@@ -37,6 +37,8 @@ pub struct GupFast {
     pub pmd: u64,
     pub table: Pfn,
     pub table_gen: u32,
+    /// The PMD read was a huge leaf (the folio is the 2 MiB page).
+    pub huge: bool,
     pub pc: Pc,
 }
 
@@ -50,6 +52,7 @@ impl GupFast {
             pmd: 0,
             table: 0,
             table_gen: 0,
+            huge: false,
             pc: Pc::Pmd,
         }
     }
@@ -79,29 +82,25 @@ impl GupFast {
                     w.cpus[cpu as usize].irqs_off += 1;
                     self.irqs_off = true;
                 }
-                let pmd = read_pmd(w, mm, va).map_or(0, |(_, p)| p);
+                let (pmd_table, pmd) = read_pmd(w, mm, va).unwrap_or((0, 0));
                 if !pte::present(pmd) {
                     // Nothing mapped: gup_fast stops; the slow path would fault.
                     return self.finish(w, cpu);
                 }
                 if pte::huge(pmd) {
-                    // gup_fast_pmd_leaf: the folio is the huge page itself.
-                    grab(
-                        w,
-                        cpu,
-                        va,
-                        pte::pfn(pmd),
-                        w.mem.gen(pte::pfn(pmd)),
-                        "huge PMD",
-                    );
-                    self.done = self
-                        .pages
-                        .min(self.done + ((HPAGE_SIZE - (va % HPAGE_SIZE)) / PAGE_SIZE) as u32);
-                    return if self.done >= self.pages {
-                        self.finish(w, cpu)
-                    } else {
-                        Flow::Yield
+                    // gup_fast_pmd_leaf: grab the huge folio, then re-check the PMD.
+                    self.pmd = pmd;
+                    self.huge = true;
+                    // The walker keeps its pointer into this PMD table (`pmdp`).
+                    self.table = pmd_table;
+                    self.table_gen = w.mem.gen(pmd_table);
+                    let pfn = pte::pfn(pmd);
+                    self.pc = Pc::Grab {
+                        pfn,
+                        gen: w.mem.gen(pfn),
+                        pte: pmd,
                     };
+                    return Flow::Yield;
                 }
                 self.pmd = pmd;
                 self.table = pte::pfn(pmd);
@@ -115,18 +114,7 @@ impl GupFast {
             }
             Pc::Pte => {
                 let t = self.table;
-                if w.mem.gen(t) != self.table_gen || w.mem.usage(t) != FrameUse::Table(1) {
-                    let now = match w.mem.usage(t) {
-                        FrameUse::Free => "freed",
-                        FrameUse::Deposited => "deposited for a huge PMD",
-                        _ => "reused",
-                    };
-                    w.violation(
-                        3,
-                        cpu,
-                        va,
-                        format!("GUP-fast on CPU{cpu} read page-table frame {t} for {va:#x} after it was {now} (its walk began before)"),
-                    );
+                if !self.table_still_valid(w, cpu, va, FrameUse::Table(1)) {
                     return self.finish(w, cpu);
                 }
                 let e = w.mem.read(t, table_index(va, 1)).unwrap_or(0);
@@ -141,15 +129,40 @@ impl GupFast {
                 };
                 Flow::Yield
             }
-            Pc::Grab { pfn, gen, pte: e } => {
-                grab(w, cpu, va, pfn, gen, "PTE");
-                let pmd_now = read_pmd(w, mm, va).map_or(0, |(_, p)| p);
-                let pte_now = if pmd_now == self.pmd {
-                    w.mem.read(self.table, table_index(va, 1))
+            Pc::Grab { pfn, gen, pte: e } if self.huge => {
+                // try_grab_folio_fast, then `pmd_val(orig) != pmd_val(*pmdp)`:
+                // the re-check reads the PMD table through the walker's pointer.
+                if !self.table_still_valid(w, cpu, va, FrameUse::Table(2)) {
+                    return self.finish(w, cpu);
+                }
+                let pmd_now = w.mem.read(self.table, table_index(va, 2)).unwrap_or(0);
+                if pmd_now != e {
+                    w.counters.gup_fast_backoff += 1;
+                    return self.finish(w, cpu);
+                }
+                completed(w, cpu, va, pfn, gen);
+                let left = ((HPAGE_SIZE - (va % HPAGE_SIZE)) / PAGE_SIZE) as u32;
+                self.done = self.pages.min(self.done + left);
+                self.huge = false;
+                self.pc = Pc::Pmd;
+                if self.done >= self.pages {
+                    self.finish(w, cpu)
                 } else {
-                    None
-                };
+                    Flow::Yield
+                }
+            }
+            Pc::Grab { pfn, gen, pte: e } => {
+                // try_grab_folio_fast, then the PMD and PTE re-checks; the PTE
+                // is re-read through the walker's pointer into the PTE table.
+                let pmd_now = read_pmd(w, mm, va).map_or(0, |(_, p)| p);
+                if !self.table_still_valid(w, cpu, va, FrameUse::Table(1)) {
+                    return self.finish(w, cpu);
+                }
+                let pte_now = w.mem.read(self.table, table_index(va, 1));
                 let backoff = pmd_now != self.pmd || pte_now != Some(e);
+                if !backoff {
+                    completed(w, cpu, va, pfn, gen);
+                }
                 fx.label(Label::GupFastPte {
                     va,
                     table: self.table,
@@ -188,15 +201,39 @@ pub fn read_pmd(w: &World, mm: crate::MmId, va: u64) -> Option<(Pfn, u64)> {
     Some((table, w.mem.read(table, table_index(va, 2))?))
 }
 
-/// `try_grab_folio_fast`: the folio must still be the one the entry named
-/// when it was read (invariant 1: no reference to a freed or reused page).
-fn grab(w: &mut World, cpu: CpuId, va: u64, pfn: Pfn, gen: u32, via: &str) {
+/// A page the walk returns must still be the folio its entry named when
+/// read (invariant 1). Grabbing a freed folio and then backing out on the
+/// re-check is fine: that is how GUP-fast's speculative reference works.
+fn completed(w: &mut World, cpu: CpuId, va: u64, pfn: Pfn, gen: u32) {
     if w.mem.gen(pfn) != gen || w.mem.usage(pfn) != FrameUse::Anon {
         w.violation(
             1,
             cpu,
             va,
-            format!("GUP-fast on CPU{cpu} grabbed frame {pfn} for {va:#x} through a {via} read before the frame was freed"),
+            format!("GUP-fast on CPU{cpu} returned frame {pfn} for {va:#x}, freed since its entry was read"),
         );
+    }
+}
+
+impl GupFast {
+    /// Invariant 3: the page-table page this walk holds a pointer to must not
+    /// have been freed or reused since the walk read the entry pointing to it.
+    fn table_still_valid(&self, w: &mut World, cpu: CpuId, va: u64, want: FrameUse) -> bool {
+        let t = self.table;
+        if w.mem.gen(t) == self.table_gen && w.mem.usage(t) == want {
+            return true;
+        }
+        let now = match w.mem.usage(t) {
+            FrameUse::Free => "freed",
+            FrameUse::Deposited => "deposited for a huge PMD",
+            _ => "reused",
+        };
+        w.violation(
+            3,
+            cpu,
+            va,
+            format!("GUP-fast on CPU{cpu} read page-table frame {t} for {va:#x} after it was {now} (its walk began before)"),
+        );
+        false
     }
 }

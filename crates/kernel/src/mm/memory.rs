@@ -34,6 +34,17 @@ impl PageFault {
             .find(|v| v.start <= self.va && self.va < v.end)
             .cloned();
         match vma {
+            Some(v) if v.hugetlb => {
+                if hugetlb_fault(w, mm, self.va, fx).is_err() {
+                    w.violation(
+                        0,
+                        cpu,
+                        self.va,
+                        format!("out of simulated memory at {:#x}", self.va),
+                    );
+                }
+                return Flow::Return;
+            }
             Some(v) if v.writable || !self.write => {}
             _ => {
                 // SIGSEGV: the model's benchmarks never do this on purpose.
@@ -254,4 +265,59 @@ pub fn unmap_page_range_step(
     let next = zap_pte_range(w, mm, addr, end, &mut tlb, fx);
     w.tasks[task as usize].gather = tlb;
     next
+}
+
+/// mm/hugetlb.c: `hugetlb_fault` → `huge_pte_alloc` → `huge_pmd_share`
+/// (reuse another mm's PMD table for the same hugetlbfs range, raising its
+/// share count) → `hugetlb_no_page` (a 2 MiB page from the pool).
+fn hugetlb_fault(w: &mut World, mm: MmId, va: u64, fx: &mut Effects) -> Result<(), machine::Error> {
+    let pgd = w.mms[mm as usize].pgd;
+    let i4 = table_index(va, 4);
+    let e = w.mem.read(pgd, i4).unwrap_or(0);
+    let pud = if pte::present(e) {
+        pte::pfn(e)
+    } else {
+        let t = w.mem.alloc(FrameUse::Table(3))?;
+        w.mem.write(pgd, i4, pte::make(t, pte::WRITE | pte::USER));
+        t
+    };
+    let i3 = table_index(va, 3);
+    if !pte::present(w.mem.read(pud, i3).unwrap_or(0)) {
+        let region = va & !(crate::mm::mmap::PUD_SIZE - 1);
+        let table = match w.hugetlb_pmds.iter_mut().find(|s| s.region == region) {
+            Some(s) => {
+                s.users += 1;
+                w.counters.pmd_shares += 1;
+                fx.label(Label::PmdShare { mm, table: s.table });
+                s.table
+            }
+            None => {
+                let t = w.mem.alloc(FrameUse::Table(2))?;
+                w.hugetlb_pmds.push(crate::world::SharedPmd {
+                    region,
+                    table: t,
+                    users: 1,
+                });
+                t
+            }
+        };
+        w.mem
+            .write(pud, i3, pte::make(table, pte::WRITE | pte::USER));
+    }
+    let table = pte::pfn(w.mem.read(pud, i3).unwrap_or(0));
+    let i2 = table_index(va, 2);
+    if !pte::present(w.mem.read(table, i2).unwrap_or(0)) {
+        fx.cost(Cost::DoAnonymousPage, 1);
+        let page = w.mem.alloc(FrameUse::Anon)?;
+        w.mem.write(
+            table,
+            i2,
+            pte::make(
+                page,
+                pte::WRITE | pte::USER | pte::HUGE | pte::ACCESSED | pte::DIRTY,
+            ),
+        );
+        fx.label(Label::DoAnonymousPage { va, pfn: page });
+    }
+    Ok(())
 }

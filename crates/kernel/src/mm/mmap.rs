@@ -1,23 +1,31 @@
-//! mm/mmap.c, mm/vma.c: `munmap`, with `free_pgtables`.
+//! mm/mmap.c, mm/vma.c: `munmap`, with `free_pgtables`; and the hugetlb
+//! unmap path with `huge_pmd_unshare` (mm/hugetlb.c).
 
 use crate::effects::{Effects, Label};
 use crate::mm::memory::{pte_table, unmap_page_range_step};
-use crate::mm::mmu_gather::{tlb_flush_mmu_free_task, tlb_flush_mmu_tlbonly};
+use crate::mm::mmu_gather::{
+    tlb_flush_mmu_free_task, tlb_flush_mmu_tlbonly, tlb_remove_table_sync_one,
+};
 use crate::world::{Flow, Vma, World};
 use crate::TaskId;
 use machine::mem::{pte, table_index};
 use machine::{Cost, CpuId, HPAGE_SIZE};
 
+/// 1 GiB: the range one PMD table maps (`PUD_SIZE`).
+pub const PUD_SIZE: u64 = 1 << 30;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Pc {
     /// `do_vmi_munmap`: detach the VMAs, `tlb_gather_mmu`.
     Enter,
-    /// `unmap_vmas` → `zap_pte_range`, one PTE table per step.
+    /// `unmap_vmas` → `zap_pte_range` (or `__unmap_hugepage_range`), one table per step.
     Zap(u64),
     /// `free_pgtables`: unhook PTE tables no VMA needs any more.
     FreePgtables,
     /// `tlb_finish_mmu` → `tlb_flush`.
     Flush,
+    /// After unsharing a PMD table: `tlb_remove_table_sync_one`.
+    Sync,
     /// `tlb_flush_mmu_free`.
     Free,
 }
@@ -27,6 +35,8 @@ pub enum Pc {
 pub struct Munmap {
     pub start: u64,
     pub end: u64,
+    /// The range was a hugetlbfs mapping.
+    pub hugetlb: bool,
     pub pc: Pc,
 }
 
@@ -35,6 +45,7 @@ impl Munmap {
         Munmap {
             start,
             end: start + len,
+            hugetlb: false,
             pc: Pc::Enter,
         }
     }
@@ -55,19 +66,15 @@ impl Munmap {
                         kept.push(v);
                         continue;
                     }
+                    self.hugetlb |= v.hugetlb;
                     if v.start < s {
                         kept.push(Vma {
-                            start: v.start,
                             end: s,
-                            writable: v.writable,
+                            ..v.clone()
                         });
                     }
                     if v.end > e {
-                        kept.push(Vma {
-                            start: e,
-                            end: v.end,
-                            writable: v.writable,
-                        });
+                        kept.push(Vma { start: e, ..v });
                     }
                 }
                 *vmas = kept;
@@ -80,21 +87,33 @@ impl Munmap {
                     self.pc = Pc::FreePgtables;
                     return Flow::Continue;
                 }
-                let next = unmap_page_range_step(w, task, addr, self.end, fx);
+                let next = if self.hugetlb {
+                    unmap_hugepage_range(w, task, addr, self.end, fx)
+                } else {
+                    unmap_page_range_step(w, task, addr, self.end, fx)
+                };
                 self.pc = Pc::Zap(next);
                 Flow::Yield
             }
             Pc::FreePgtables => {
                 self.pc = Pc::Flush;
-                if free_pgtables(w, task, self.start, self.end) {
+                if !self.hugetlb && free_pgtables(w, task, self.start, self.end) {
                     Flow::Yield
                 } else {
                     Flow::Continue
                 }
             }
             Pc::Flush => {
-                self.pc = Pc::Free;
+                self.pc = Pc::Sync;
                 tlb_flush_mmu_tlbonly(w, task, fx)
+            }
+            Pc::Sync => {
+                self.pc = Pc::Free;
+                if w.tasks[task as usize].gather.unshared_tables {
+                    tlb_remove_table_sync_one(w, fx)
+                } else {
+                    Flow::Continue
+                }
             }
             Pc::Free => {
                 tlb_flush_mmu_free_task(w, task, fx);
@@ -143,4 +162,81 @@ fn pmd_table(w: &World, mm: crate::MmId, va: u64) -> machine::Pfn {
         );
     }
     table
+}
+
+/// The PUD table of `va` in `mm`, if the PGD entry exists.
+pub fn pud_table(w: &World, mm: crate::MmId, va: u64) -> Option<machine::Pfn> {
+    let e = w.mem.read(w.mms[mm as usize].pgd, table_index(va, 4))?;
+    pte::present(e).then(|| pte::pfn(e))
+}
+
+/// mm/hugetlb.c: `__unmap_hugepage_range` for the part of `[addr, end)` in
+/// one 1 GiB region. A PMD table still shared with another mm is not touched:
+/// `huge_pmd_unshare` drops this mm's PUD entry (`tlb->unshared_tables`).
+/// The last user clears the huge PMDs, and frees the table once the whole
+/// region is gone. Returns where the next region starts.
+pub fn unmap_hugepage_range(
+    w: &mut World,
+    task: TaskId,
+    addr: u64,
+    end: u64,
+    fx: &mut Effects,
+) -> u64 {
+    let mm = w.tasks[task as usize].mm;
+    let region = addr & !(PUD_SIZE - 1);
+    let stop = (region + PUD_SIZE).min(end);
+    let Some(pud) = pud_table(w, mm, addr) else {
+        return stop;
+    };
+    let e = w.mem.read(pud, table_index(addr, 3)).unwrap_or(0);
+    if !pte::present(e) {
+        return stop;
+    }
+    let table = pte::pfn(e);
+    let shared = w.hugetlb_pmds.iter().position(|s| s.table == table);
+    let mut tlb = std::mem::take(&mut w.tasks[task as usize].gather);
+    match shared {
+        Some(i) if w.hugetlb_pmds[i].users > 1 => {
+            // huge_pmd_unshare: pud_clear, put the table's share count.
+            w.mem.write(pud, table_index(addr, 3), 0);
+            w.hugetlb_pmds[i].users -= 1;
+            w.counters.pmd_unshares += 1;
+            tlb.unshare_pmd_table(region);
+            fx.label(Label::PmdUnshare { mm, table });
+        }
+        _ => {
+            let mut n = 0;
+            let mut va = addr & !(HPAGE_SIZE - 1);
+            while va < stop {
+                let idx = table_index(va, 2);
+                let leaf = w.mem.read(table, idx).unwrap_or(0);
+                if pte::present(leaf) {
+                    w.mem.write(table, idx, 0);
+                    tlb.remove_huge_page(pte::pfn(leaf), va);
+                    n += 1;
+                }
+                va += HPAGE_SIZE;
+            }
+            fx.cost(Cost::ZapPte, n);
+            fx.label(Label::ZapPtes {
+                mm,
+                start: addr,
+                end: stop,
+                pages: n * 512,
+            });
+            let still_mapped = w.mms[mm as usize]
+                .vmas
+                .iter()
+                .any(|v| v.start < region + PUD_SIZE && v.end > region);
+            if !still_mapped && w.mem.table_empty(table) {
+                w.mem.write(pud, table_index(addr, 3), 0);
+                if let Some(i) = shared {
+                    w.hugetlb_pmds.swap_remove(i);
+                }
+                tlb.remove_pmd_table(table, region);
+            }
+        }
+    }
+    w.tasks[task as usize].gather = tlb;
+    stop
 }

@@ -9,7 +9,7 @@
 use crate::effects::{Effects, Label};
 use crate::world::{Flow, World};
 use crate::{MmId, TaskId};
-use machine::{Cost, Pfn, PAGE_SIZE};
+use machine::{Cost, CpuId, Pfn, PAGE_SIZE};
 
 /// The gather state of one unmap operation.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -20,6 +20,8 @@ pub struct MmuGather {
     pub end: u64,
     /// `tlb->freed_tables`.
     pub freed_tables: bool,
+    /// `tlb->unshared_tables`: a shared hugetlb PMD table was unshared.
+    pub unshared_tables: bool,
     /// The page batch (`struct mmu_gather_batch`).
     pub pages: Vec<Pfn>,
     /// Page-table pages to free after the flush (`tlb_remove_table`).
@@ -33,6 +35,7 @@ impl MmuGather {
         self.start = u64::MAX;
         self.end = 0;
         self.freed_tables = false;
+        self.unshared_tables = false;
         self.pages.clear();
         self.tables.clear();
     }
@@ -49,6 +52,22 @@ impl MmuGather {
         self.start = self.start.min(va);
         self.end = self.end.max(va + machine::HPAGE_SIZE);
         self.pages.push(pfn);
+    }
+
+    /// `tlb_unshare_pmd_ptdesc`: this mm's PUD no longer points at a shared
+    /// PMD table covering `[region, region + 1G)`.
+    pub fn unshare_pmd_table(&mut self, region: u64) {
+        self.start = self.start.min(region);
+        self.end = self.end.max(region + crate::mm::mmap::PUD_SIZE);
+        self.unshared_tables = true;
+    }
+
+    /// `pmd_free_tlb`: a PMD table covering `[region, region + 1G)`.
+    pub fn remove_pmd_table(&mut self, pfn: Pfn, region: u64) {
+        self.start = self.start.min(region);
+        self.end = self.end.max(region + crate::mm::mmap::PUD_SIZE);
+        self.freed_tables = true;
+        self.tables.push(pfn);
     }
 
     /// `pte_free_tlb` → `tlb_remove_table`: a PTE table covering `[va, va+2M)`.
@@ -72,6 +91,7 @@ pub fn tlb_flush_mmu_free(w: &mut World, tlb: &mut MmuGather, fx: &mut Effects) 
     tlb.start = u64::MAX;
     tlb.end = 0;
     tlb.freed_tables = false;
+    tlb.unshared_tables = false;
 }
 
 /// Free the page and table batches (keeping the range to flush).
@@ -86,10 +106,54 @@ pub fn free_batches(w: &mut World, tlb: &mut MmuGather, fx: &mut Effects) {
     for pfn in tlb.pages.drain(..) {
         w.mem.free(pfn);
     }
-    fx.cost(Cost::FreeTable, tlb.tables.len() as u32);
-    for pfn in tlb.tables.drain(..) {
+    if !tlb.tables.is_empty() {
+        fx.cost(Cost::FreeTable, tlb.tables.len() as u32);
+        let tables = std::mem::take(&mut tlb.tables);
+        tlb_remove_table_free(w, tlb.mm, tables, fx);
+    }
+}
+
+/// mm/mmu_gather.c: `tlb_remove_table_free` → `call_rcu(tlb_remove_table_rcu)`:
+/// the pages wait for every CPU that is inside an RCU read-side section now
+/// (IRQs or preemption off, e.g. a GUP-fast walk, or a vCPU preempted in one).
+pub fn tlb_remove_table_free(w: &mut World, mm: MmId, tables: Vec<Pfn>, fx: &mut Effects) {
+    let mut waiting = machine::CpuMask::new(w.cpus.len());
+    for c in &w.cpus {
+        if c.irqs_off > 0 || c.preempt_count > 0 {
+            waiting.set(c.id);
+        }
+    }
+    if waiting.is_empty() {
+        free_tables(w, mm, &tables, fx);
+    } else {
+        w.rcu_batches.push(crate::world::RcuBatch {
+            mm,
+            tables,
+            waiting,
+        });
+    }
+}
+
+/// `rcu_qs` for `cpu`: free every batch no CPU holds back any more.
+pub fn rcu_quiescent_state(w: &mut World, cpu: CpuId, fx: &mut Effects) {
+    let mut i = 0;
+    while i < w.rcu_batches.len() {
+        w.rcu_batches[i].waiting.clear(cpu);
+        if w.rcu_batches[i].waiting.is_empty() {
+            let b = w.rcu_batches.swap_remove(i);
+            w.counters.rcu_table_batches += 1;
+            free_tables(w, b.mm, &b.tables, fx);
+        } else {
+            i += 1;
+        }
+    }
+}
+
+/// `tlb_remove_table_rcu` → `__tlb_remove_table`: the pages go back.
+fn free_tables(w: &mut World, mm: MmId, tables: &[Pfn], fx: &mut Effects) {
+    for &pfn in tables {
         fx.label(Label::FreeTable { pfn });
-        check_table_unreachable(w, tlb.mm, pfn);
+        check_table_unreachable(w, mm, pfn);
         w.mem.free(pfn);
     }
 }
