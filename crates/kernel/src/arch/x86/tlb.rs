@@ -602,16 +602,20 @@ pub fn enter_lazy_tlb(w: &mut World, cpu: CpuId, fx: &mut Effects) {
 }
 
 /// arch/x86/include/asm/tlb.h: `tlb_flush`: `flush_tlb_mm_range(tlb->mm,
-/// start, end, stride_shift, tlb->freed_tables || tlb->unshared_tables)`
-/// for what the gather covered. Seed (b) added `unshared_tables` so lazy CPUs
-/// are IPI'd on unshare too; `mm.unshare_without_lazy_ipi` drops it (unsafe
-/// with the skip, by the seed's argument).
+/// start, end, stride_shift, tlb->freed_tables)` for what the gather
+/// covered; seed (b) passes `freed_tables || unshared_tables` so lazy CPUs are
+/// IPI'd on unshare too; `mm.unshare_without_lazy_ipi` drops that again
+/// (unsafe with the skip, by the seed's argument).
 pub fn tlb_flush(w: &World, task: TaskId) -> Flow {
     let g = &w.tasks[task as usize].gather;
     if !g.needs_flush() {
         return Flow::Continue;
     }
-    let unshared = g.unshared_tables && !w.cfg.mm.unshare_without_lazy_ipi;
+    // Upstream passes freed_tables only; seed (b) patch 2/2 adds
+    // unshared_tables, unless the unsafe variant drops it again.
+    let m = &w.cfg.mm;
+    let seed = m.skip_redundant_table_sync || m.force_skip_table_sync;
+    let unshared = g.unshared_tables && seed && !m.unshare_without_lazy_ipi;
     Flow::Call(Frame::FlushTlbMmRange(FlushTlbMmRange::new(
         g.mm,
         g.start,
