@@ -130,6 +130,129 @@ pub fn demo(opts: &RunOptions, iterations: u64) -> Result<String, Error> {
     Ok(out)
 }
 
+/// The demo's figures from sweeps (reduced sizes), as inline SVGs.
+pub fn figures(opts: &RunOptions) -> Result<Vec<(String, String)>, Error> {
+    use crate::plot::{line_chart, Series};
+    use crate::sweep::{sweep, Axis};
+    let mut figs = Vec::new();
+    let mut collapse = load_scenario("skip-sync-collapse")?;
+    collapse.set("workload.size=2GiB")?;
+    let axes = [
+        Axis::parse("mm.skip_redundant_table_sync=false,true")?,
+        Axis::parse("machine.cpus=8,16,32,64,128,256")?,
+    ];
+    let rows = sweep(&collapse, &axes, opts, false)?;
+    let by = |skip: &str, f: fn(&crate::sweep::Row) -> f64| -> Vec<(f64, f64)> {
+        rows.iter()
+            .filter(|r| r.values[0].1 == skip)
+            .map(|r| (r.values[1].1.parse().unwrap_or(0.0), f(r)))
+            .collect()
+    };
+    let cal = |r: &crate::sweep::Row| r.cal_total as f64 / 1024.0;
+    let ms = |r: &crate::sweep::Row| r.us_per_op / 1000.0;
+    figs.push((
+        "CAL interrupts per 2 MiB collapse (MADV_COLLAPSE of 2 GiB)".to_string(),
+        line_chart(
+            "CAL per collapse vs CPUs",
+            "CPUs",
+            "CAL interrupts per collapse",
+            &[
+                Series {
+                    name: "upstream".into(),
+                    points: by("false", cal),
+                },
+                Series {
+                    name: "skip redundant sync".into(),
+                    points: by("true", cal),
+                },
+            ],
+        )
+        .map_err(Error::Config)?,
+    ));
+    figs.push((
+        "Time to collapse 2 GiB".to_string(),
+        line_chart(
+            "MADV_COLLAPSE of 2 GiB vs CPUs",
+            "CPUs",
+            "ms",
+            &[
+                Series {
+                    name: "upstream".into(),
+                    points: by("false", ms),
+                },
+                Series {
+                    name: "skip redundant sync".into(),
+                    points: by("true", ms),
+                },
+            ],
+        )
+        .map_err(Error::Config)?,
+    ));
+    let mut wis = load_scenario("tlb-flush-threads")?;
+    wis.set("workload.iterations=30")?;
+    let axes = [
+        Axis::parse("workload.name=tlb_flush_threads,tlb_flush_processes")?,
+        Axis::parse("workload.threads=2,4,8,16,32")?,
+    ];
+    let rows = sweep(&wis, &axes, opts, false)?;
+    let series = |name: &str| -> Vec<(f64, f64)> {
+        rows.iter()
+            .filter(|r| r.values[0].1 == name)
+            .map(|r| (r.values[1].1.parse().unwrap_or(0.0), r.tlb_per_op))
+            .collect()
+    };
+    figs.push((
+        "will-it-scale tlb_flush2: TLB shootdown IPIs per madvise".to_string(),
+        line_chart(
+            "TLB IPIs per op vs tasks (64 CPUs)",
+            "tasks",
+            "TLB IPIs per op",
+            &[
+                Series {
+                    name: "threads (one mm)".into(),
+                    points: series("tlb_flush_threads"),
+                },
+                Series {
+                    name: "processes".into(),
+                    points: series("tlb_flush_processes"),
+                },
+            ],
+        )
+        .map_err(Error::Config)?,
+    ));
+    Ok(figs)
+}
+
+/// Write a self-contained HTML report; returns its path.
+pub fn write_report(dir: &str, tables: &str, figs: &[(String, String)]) -> Result<String, Error> {
+    let esc = |s: &str| {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
+    let mut html = String::from(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>tlblab report</title>\
+         <style>body{font-family:sans-serif;max-width:980px;margin:2em auto}pre{background:#f6f6f6;padding:1em}\
+         figure{margin:1.5em 0}</style></head><body><h1>tlblab report</h1>",
+    );
+    html.push_str("<h2>Seed results</h2><pre>");
+    html.push_str(&esc(tables));
+    html.push_str("</pre><h2>Figures</h2>");
+    for (caption, svg) in figs {
+        html.push_str("<figure>");
+        html.push_str(svg);
+        html.push_str(&format!(
+            "<figcaption>{}</figcaption></figure>",
+            esc(caption)
+        ));
+    }
+    html.push_str("</body></html>\n");
+    std::fs::create_dir_all(dir).map_err(|e| Error::Io(format!("{dir}: {e}")))?;
+    let path = format!("{dir}/index.html");
+    std::fs::write(&path, html).map_err(|e| Error::Io(format!("{path}: {e}")))?;
+    Ok(path)
+}
+
 fn yes(b: bool) -> &'static str {
     if b {
         "reproduced"

@@ -6,6 +6,7 @@ use sim::{Report, Sim, SimOptions};
 use std::time::Instant;
 
 pub mod demo;
+pub mod plot;
 pub mod sweep;
 
 /// Scenarios shipped with the binary, usable by name (`tlblab run default`).

@@ -253,7 +253,11 @@ fn real_main(cli: Cli) -> Result<(), Error> {
                 progress: true,
                 ..RunOptions::default()
             };
-            print!("{}", tlblab::demo::demo(&opts, iterations)?);
+            let tables = tlblab::demo::demo(&opts, iterations)?;
+            print!("{tables}");
+            let figs = tlblab::demo::figures(&opts)?;
+            let path = tlblab::demo::write_report("target/tlblab-report", &tables, &figs)?;
+            println!("\nreport: {path}");
         }
     }
     Ok(())
