@@ -130,6 +130,30 @@ pub fn demo(opts: &RunOptions, iterations: u64) -> Result<String, Error> {
     Ok(out)
 }
 
+/// The exhaustive checker's catalogue as a table, and whether every verdict
+/// was the expected one.
+pub fn checks() -> Result<(String, bool), Error> {
+    let mut out = String::from("\n== tlblab check --all ==\n");
+    let _ = writeln!(
+        out,
+        "{:<32} {:>8} {:>8} {:>8}",
+        "check", "expected", "verdict", "states"
+    );
+    let mut ok = true;
+    for c in check::configs::CATALOGUE {
+        let o = check::explore(&check::configs::build(c, &[])?, check::Bounds::default());
+        let want = if c.expect_safe { "safe" } else { "unsafe" };
+        ok &= o.verdict == want;
+        let _ = writeln!(
+            out,
+            "{:<32} {:>8} {:>8} {:>8}",
+            c.name, want, o.verdict, o.states
+        );
+    }
+    let _ = writeln!(out, "every verdict as expected: {}", yes(ok));
+    Ok((out, ok))
+}
+
 /// The demo's figures from sweeps (reduced sizes), as inline SVGs.
 pub fn figures(opts: &RunOptions) -> Result<Vec<(String, String)>, Error> {
     use crate::plot::{line_chart, Series};

@@ -72,6 +72,23 @@ enum Cmd {
         #[command(flatten)]
         common: Common,
     },
+    /// Explore every interleaving of a small configuration (or --all).
+    Check {
+        /// A check from the catalogue (`tlblab check --all` lists them).
+        name: Option<String>,
+        /// Run the whole catalogue and print a verdict table.
+        #[arg(long)]
+        all: bool,
+        /// Override a setting of the check's scenario (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        #[arg(long, default_value_t = 400)]
+        max_depth: usize,
+        #[arg(long, default_value_t = 2_000_000)]
+        max_states: usize,
+        #[arg(long)]
+        json: bool,
+    },
     /// List workloads, switches, bundled scenarios and cost-profile entries.
     List,
     /// Every seed result built so far, as tables like the cover letters'.
@@ -85,7 +102,7 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match real_main(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("tlblab: {e}");
             ExitCode::from(2)
@@ -129,7 +146,7 @@ fn options(common: &Common) -> Result<RunOptions, Error> {
     Ok(o)
 }
 
-fn real_main(cli: Cli) -> Result<(), Error> {
+fn real_main(cli: Cli) -> Result<u8, Error> {
     match cli.cmd {
         Cmd::Run {
             scenario,
@@ -221,6 +238,47 @@ fn real_main(cli: Cli) -> Result<(), Error> {
                 eprintln!("wrote {out}/sweep.csv and {out}/sweep.json");
             }
         }
+        Cmd::Check {
+            name,
+            all,
+            set,
+            max_depth,
+            max_states,
+            json,
+        } => {
+            let bounds = check::Bounds {
+                max_depth,
+                max_states,
+            };
+            if all {
+                return check_all(&set, bounds, json);
+            }
+            let name =
+                name.ok_or_else(|| Error::Config("tlblab check needs a NAME or --all".into()))?;
+            let c = check::configs::find(&name)?;
+            let o = check::explore(&check::configs::build(c, &set)?, bounds);
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({"check": name, "outcome": o}))
+                        .expect("json")
+                );
+            } else if o.verdict == "unsafe" {
+                println!(
+                    "unsafe: {} states, {} transitions, counterexample of {} steps, {:.2} s",
+                    o.states, o.transitions, o.depth, o.seconds
+                );
+                for l in &o.counterexample {
+                    println!("  {l}");
+                }
+            } else {
+                println!(
+                    "{}: {} states, {} transitions, depth {}, {:.2} s",
+                    o.verdict, o.states, o.transitions, o.depth, o.seconds
+                );
+            }
+            return Ok(u8::from(o.verdict == "unsafe"));
+        }
         Cmd::List => {
             println!("workloads:");
             for w in workloads::catalogue() {
@@ -253,12 +311,58 @@ fn real_main(cli: Cli) -> Result<(), Error> {
                 progress: true,
                 ..RunOptions::default()
             };
-            let tables = tlblab::demo::demo(&opts, iterations)?;
+            let mut tables = tlblab::demo::demo(&opts, iterations)?;
+            tables.push_str(&tlblab::demo::checks()?.0);
             print!("{tables}");
             let figs = tlblab::demo::figures(&opts)?;
             let path = tlblab::demo::write_report("target/tlblab-report", &tables, &figs)?;
             println!("\nreport: {path}");
         }
     }
-    Ok(())
+    Ok(0)
+}
+
+fn check_all(set: &[String], bounds: check::Bounds, json: bool) -> Result<u8, Error> {
+    let mut rows = Vec::new();
+    let mut ok = true;
+    for c in check::configs::CATALOGUE {
+        let o = check::explore(&check::configs::build(c, set)?, bounds);
+        let expected = if c.expect_safe { "safe" } else { "unsafe" };
+        let pass = o.verdict == expected;
+        ok &= pass;
+        rows.push((c, expected, pass, o));
+    }
+    if json {
+        let v: Vec<_> = rows
+            .iter()
+            .map(|(c, e, p, o)| serde_json::json!({"check": c.name, "expected": e, "pass": p, "outcome": o}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+    } else {
+        println!(
+            "{:<32} {:>8} {:>8} {:>9} {:>11} {:>6} {:>8} {:>12}  ",
+            "check", "expected", "verdict", "states", "transitions", "depth", "seconds", "states/s"
+        );
+        for (c, e, p, o) in &rows {
+            println!(
+                "{:<32} {:>8} {:>8} {:>9} {:>11} {:>6} {:>8.2} {:>12.0}  {}",
+                c.name,
+                e,
+                o.verdict,
+                o.states,
+                o.transitions,
+                o.depth,
+                o.seconds,
+                o.states as f64 / o.seconds.max(1e-9),
+                if *p { "ok" } else { "UNEXPECTED" }
+            );
+        }
+        for (c, _, _, o) in rows.iter().filter(|r| r.3.verdict == "unsafe") {
+            println!("\n{} ({}): counterexample", c.name, c.about);
+            for l in &o.counterexample {
+                println!("  {l}");
+            }
+        }
+    }
+    Ok(u8::from(!ok))
 }

@@ -134,3 +134,20 @@ fn demo_prints_seed_tables_and_writes_the_report() {
     let html = std::fs::read_to_string(path).unwrap();
     assert_eq!(html.matches("<svg").count(), 3);
 }
+
+#[test]
+fn check_exit_codes() {
+    let (code, out, _) = tlblab(&["check", "x86_madvise_race"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("safe: "));
+    let (code, out, _) = tlblab(&["check", "bug_no_ipi_wait"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("violation I1"));
+    let (code, _, err) = tlblab(&["check", "nosuch"]);
+    assert_eq!(code, 2);
+    assert_eq!(err.lines().count(), 1);
+    let (code, out, _) = tlblab(&["check", "--all", "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v.as_array().unwrap().iter().all(|r| r["pass"] == true));
+}

@@ -343,6 +343,8 @@ pub struct KernelCfg {
     pub mm: machine::scenario::MmCfg,
     /// `tlb_ipi_broadcast_key`, decided once at boot by `native_pv_tlb_init`.
     pub tlb_ipi_broadcast_key: bool,
+    /// vCPUs can be preempted by the host (`x86.vcpu_run_us > 0`).
+    pub vcpu_preemption: bool,
 }
 
 /// Which kind of step to run on a CPU.
@@ -403,6 +405,7 @@ impl World {
             paravirt: s.x86.paravirt,
             mm: s.mm.clone(),
             tlb_ipi_broadcast_key: crate::arch::x86::tlb::native_pv_tlb_init(s),
+            vcpu_preemption: s.x86.vcpu_run_us > 0,
         };
         let cpus = (0..n)
             .map(|i| Cpu {
@@ -571,6 +574,19 @@ impl World {
             }
             if self.can_take_irq(c) {
                 out.push((c, StepKind::TakeIrq));
+            }
+            // Under KVM the host may deschedule a vCPU at any point, even
+            // with IRQs off, and run it again later.
+            if self.cfg.paravirt == machine::scenario::Paravirt::Kvm && self.cfg.vcpu_preemption {
+                let p = self.cpus[c as usize].vcpu_preempted;
+                out.push((
+                    c,
+                    if p {
+                        StepKind::VcpuResume
+                    } else {
+                        StepKind::VcpuPreempt
+                    },
+                ));
             }
         }
     }

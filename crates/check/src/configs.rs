@@ -1,0 +1,238 @@
+//! The catalogue: small configurations, each expected safe or unsafe.
+
+use kernel::user::UserOp;
+use kernel::World;
+use machine::{Error, Scenario, PAGE_SIZE};
+
+const P: u64 = 0x7f00_0000_0000;
+
+/// One named check.
+pub struct Config {
+    pub name: &'static str,
+    pub about: &'static str,
+    /// Extra scenario settings (switches, injected bugs) on top of the base.
+    pub sets: &'static [&'static str],
+    pub expect_safe: bool,
+    /// Which small world to build.
+    pub world: fn(&Scenario) -> Result<World, Error>,
+}
+
+/// Every check, upstream first, then the variants that must be caught.
+pub const CATALOGUE: &[Config] = &[
+    Config {
+        name: "x86_madvise_race",
+        about:
+            "madvise(MADV_DONTNEED) of a page that another thread of the mm keeps reading (2 CPUs)",
+        sets: &[],
+        expect_safe: true,
+        world: madvise_race,
+    },
+    Config {
+        name: "x86_madvise_race_pcid_off",
+        about: "the same without PCID",
+        sets: &["machine.pcid=false"],
+        expect_safe: true,
+        world: madvise_race,
+    },
+    Config {
+        name: "bug_free_before_flush",
+        about: "mmu_gather frees the page before the TLB flush",
+        sets: &["inject.free_before_flush=true"],
+        expect_safe: false,
+        world: madvise_race,
+    },
+    Config {
+        name: "bug_no_ipi_wait",
+        about: "native_flush_tlb_multi does not wait for the IPIs (csd_lock_wait removed)",
+        sets: &["inject.no_ipi_wait=true"],
+        expect_safe: false,
+        world: madvise_race,
+    },
+    Config {
+        name: "bug_flush_tlb_func_skips_flush",
+        about: "flush_tlb_func catches up tlb_gen without flushing",
+        sets: &["inject.skip_flush_in_flush_tlb_func=true"],
+        expect_safe: false,
+        world: madvise_race,
+    },
+    Config {
+        name: "x86_collapse_vs_gup",
+        about:
+            "khugepaged collapse of 2 MiB against a GUP-fast walker of the same range (upstream)",
+        sets: &[],
+        expect_safe: true,
+        world: collapse_vs_gup,
+    },
+    Config {
+        name: "x86_collapse_skip",
+        about: "the same with the seed's skip (native flush: the flush IPI is the sync)",
+        sets: &["mm.skip_redundant_table_sync=true"],
+        expect_safe: true,
+        world: collapse_vs_gup,
+    },
+    Config {
+        name: "x86_collapse_skip_kvm",
+        about: "the seed's skip under KVM with vCPU preemption: the static key stays off",
+        sets: &[
+            "mm.skip_redundant_table_sync=true",
+            "x86.paravirt=kvm",
+            "x86.vcpu_run_us=100",
+        ],
+        expect_safe: true,
+        world: collapse_vs_gup,
+    },
+    Config {
+        name: "x86_collapse_skip_invlpgb",
+        about: "the seed's skip with INVLPGB: the static key stays off",
+        sets: &["mm.skip_redundant_table_sync=true", "x86.invlpgb=true"],
+        expect_safe: true,
+        world: collapse_vs_gup,
+    },
+    Config {
+        name: "unsafe_skip_with_invlpgb",
+        about: "skipping the sync although INVLPGB flushes without IPIs",
+        sets: &["mm.force_skip_table_sync=true", "x86.invlpgb=true"],
+        expect_safe: false,
+        world: collapse_vs_gup,
+    },
+    Config {
+        name: "unsafe_skip_with_pv_flush",
+        about: "skipping the sync although kvm_flush_tlb_multi does not IPI preempted vCPUs",
+        sets: &[
+            "mm.force_skip_table_sync=true",
+            "x86.paravirt=kvm",
+            "x86.vcpu_run_us=100",
+        ],
+        expect_safe: false,
+        world: collapse_vs_gup,
+    },
+];
+
+/// Look a check up by name.
+pub fn find(name: &str) -> Result<&'static Config, Error> {
+    CATALOGUE.iter().find(|c| c.name == name).ok_or_else(|| {
+        let names: Vec<&str> = CATALOGUE.iter().map(|c| c.name).collect();
+        Error::Config(format!(
+            "unknown check '{name}' (known: {})",
+            names.join(", ")
+        ))
+    })
+}
+
+/// The base scenario of the x86 checks: 2 CPUs, a tiny TLB, no jitter.
+pub fn base() -> Scenario {
+    let mut s = Scenario::default();
+    s.machine.cpus = 2;
+    s.machine.tlb_entries = 8;
+    s.machine.tlb_ways = 2;
+    s.machine.psc_entries = 2;
+    s.machine.memory = machine::scenario::Size(64 << 20);
+    s.machine.jitter_pct = 0;
+    s
+}
+
+/// Build the world of `c` with `extra` settings (`--set`) applied.
+pub fn build(c: &Config, extra: &[String]) -> Result<World, Error> {
+    let mut s = base();
+    for kv in c.sets {
+        s.set(kv)?;
+    }
+    for kv in extra {
+        s.set(kv)?;
+    }
+    s.validate()?;
+    (c.world)(&s)
+}
+
+/// Two threads of one mm: CPU0 writes the page and madvises it away, twice;
+/// CPU1 reads it three times.
+fn madvise_race(s: &Scenario) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let mm = w.mm_alloc()?;
+    w.add_vma(mm, P, PAGE_SIZE);
+    w.spawn(
+        mm,
+        0,
+        vec![
+            UserOp::Touch {
+                addr: P,
+                write: true,
+            },
+            UserOp::MadviseDontneed {
+                start: P,
+                len: PAGE_SIZE,
+            },
+            UserOp::Touch {
+                addr: P,
+                write: true,
+            },
+            UserOp::MadviseDontneed {
+                start: P,
+                len: PAGE_SIZE,
+            },
+            UserOp::Exit,
+        ],
+        true,
+    );
+    w.spawn(
+        mm,
+        1,
+        vec![
+            UserOp::Touch {
+                addr: P,
+                write: false,
+            },
+            UserOp::Touch {
+                addr: P,
+                write: false,
+            },
+            UserOp::Touch {
+                addr: P,
+                write: false,
+            },
+            UserOp::Exit,
+        ],
+        true,
+    );
+    Ok(w)
+}
+
+/// Two threads of one mm over a populated 2 MiB: CPU0 MADV_COLLAPSEs it and
+/// then zaps it (freeing the deposited table, which a later fault may reuse);
+/// CPU1 GUP-fasts two of its pages.
+fn collapse_vs_gup(s: &Scenario) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let mm = w.mm_alloc()?;
+    let len = machine::HPAGE_SIZE;
+    w.add_vma(mm, P, len);
+    kernel::mm::memory::populate_range(&mut w, mm, P, P + len)?;
+    w.spawn(
+        mm,
+        0,
+        vec![
+            UserOp::MadviseCollapse { start: P, len },
+            UserOp::MadviseDontneed { start: P, len },
+            UserOp::Touch {
+                addr: P,
+                write: true,
+            },
+            UserOp::Exit,
+        ],
+        true,
+    );
+    w.spawn(
+        mm,
+        1,
+        vec![
+            UserOp::GupFast {
+                base: P,
+                span: 512,
+                pages: 2,
+                stride: 1,
+            },
+            UserOp::Exit,
+        ],
+        true,
+    );
+    Ok(w)
+}

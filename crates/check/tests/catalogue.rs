@@ -1,0 +1,63 @@
+//! The catalogue's verdicts, counterexample replay, minimality, mutations.
+use check::configs::{build, CATALOGUE};
+use check::{explore, Bounds};
+
+#[test]
+fn every_check_has_its_expected_verdict_exhaustively() {
+    for c in CATALOGUE {
+        let o = explore(&build(c, &[]).unwrap(), Bounds::default());
+        let want = if c.expect_safe { "safe" } else { "unsafe" };
+        assert_eq!(o.verdict, want, "{}: {:?}", c.name, o.counterexample);
+        assert!(o.states > 10, "{}: a real space was explored", c.name);
+        if !c.expect_safe {
+            let last = o.counterexample.last().unwrap();
+            assert!(last.starts_with("violation I"), "{}: {last}", c.name);
+            assert_eq!(o.counterexample.len(), o.depth + 1);
+        }
+    }
+}
+
+/// Breadth-first: no counterexample exists below the one reported.
+#[test]
+fn counterexamples_are_shortest() {
+    for c in CATALOGUE.iter().filter(|c| !c.expect_safe) {
+        let w = build(c, &[]).unwrap();
+        let o = explore(&w, Bounds::default());
+        let shorter = explore(
+            &w,
+            Bounds {
+                max_depth: o.depth - 1,
+                ..Bounds::default()
+            },
+        );
+        assert_eq!(shorter.verdict, "bounded", "{}", c.name);
+    }
+}
+
+/// Mutating the model (removing the IPI wait, the flush in flush_tlb_func,
+/// or freeing before the flush) turns a safe check unsafe.
+#[test]
+fn mutations_make_safe_checks_fail() {
+    let safe = CATALOGUE
+        .iter()
+        .find(|c| c.name == "x86_madvise_race")
+        .unwrap();
+    for m in [
+        "inject.no_ipi_wait=true",
+        "inject.skip_flush_in_flush_tlb_func=true",
+        "inject.free_before_flush=true",
+    ] {
+        let o = explore(&build(safe, &[m.to_string()]).unwrap(), Bounds::default());
+        assert_eq!(o.verdict, "unsafe", "{m}");
+    }
+    let collapse = CATALOGUE
+        .iter()
+        .find(|c| c.name == "x86_collapse_skip_invlpgb")
+        .unwrap();
+    let o = explore(
+        &build(collapse, &["mm.force_skip_table_sync=true".into()]).unwrap(),
+        Bounds::default(),
+    );
+    assert_eq!(o.verdict, "unsafe");
+    assert!(build(safe, &["machine.cpus=0".into()]).is_err());
+}
