@@ -89,6 +89,20 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Run the real workload on this host's kernel (threads pinned, /proc/interrupts deltas).
+    Bench {
+        workload: String,
+        #[arg(long, default_value_t = 100_000)]
+        iterations: u64,
+        /// Busy threads (madvise_dontneed); default: one per other CPU, at most 3.
+        #[arg(long)]
+        threads: Option<u32>,
+        /// Also simulate the same workload at the host's CPU count and compare.
+        #[arg(long)]
+        vs_model: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// List workloads, switches, bundled scenarios and cost-profile entries.
     List,
     /// Every seed result built so far, as tables like the cover letters'.
@@ -278,6 +292,76 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
                 );
             }
             return Ok(u8::from(o.verdict == "unsafe"));
+        }
+        Cmd::Bench {
+            workload,
+            iterations,
+            threads,
+            vs_model,
+            json,
+        } => {
+            let ncpu = std::thread::available_parallelism()
+                .map(|n| n.get() as u32)
+                .unwrap_or(1);
+            let threads = threads.unwrap_or((ncpu - 1).min(3));
+            let host = bench::run(&workload, threads, iterations)?;
+            let n = host.op_count().max(1) as f64;
+            let model = if vs_model {
+                let mut s = load_scenario("default")?;
+                s.set(&format!("machine.cpus={ncpu}"))?;
+                s.set(&format!("workload.name={workload}"))?;
+                s.set(&format!("workload.threads={threads}"))?;
+                s.set(&format!("workload.iterations={}", iterations.min(200_000)))?;
+                Some(run_scenario(&s, &RunOptions::default())?.0)
+            } else {
+                None
+            };
+            if json {
+                let v = serde_json::json!({"host": host, "model": model});
+                println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+                return Ok(0);
+            }
+            let t = &host.interrupt_totals;
+            println!(
+                "host {} ({} CPUs), {workload}, {threads} busy threads, {} ops",
+                host.host["kernel"].as_str().unwrap_or("?"),
+                ncpu,
+                host.op_count()
+            );
+            println!(
+                "{:<14} {:>12} {:>12} {:>8}",
+                "metric", "host", "model", "ratio"
+            );
+            let rows: Vec<(&str, f64, Option<f64>)> = vec![
+                (
+                    "us/op",
+                    host.us_per_op(),
+                    model
+                        .as_ref()
+                        .and_then(|m| m.main_op())
+                        .map(|o| o.latency_ns.mean / 1000.0),
+                ),
+                (
+                    "TLB per op",
+                    t["TLB"] as f64 / n,
+                    model.as_ref().map(|m| {
+                        m.interrupt_totals["TLB"] as f64 / m.main_op().map_or(1, |o| o.count) as f64
+                    }),
+                ),
+                (
+                    "CAL per op",
+                    t["CAL"] as f64 / n,
+                    model.as_ref().map(|m| {
+                        m.interrupt_totals["CAL"] as f64 / m.main_op().map_or(1, |o| o.count) as f64
+                    }),
+                ),
+            ];
+            for (name, h, m) in rows {
+                match m {
+                    Some(m) => println!("{name:<14} {h:>12.4} {m:>12.4} {:>8.3}", m / h.max(1e-12)),
+                    None => println!("{name:<14} {h:>12.4}"),
+                }
+            }
         }
         Cmd::List => {
             println!("workloads:");

@@ -1,0 +1,62 @@
+//! `tlblab bench`: run the real equivalent of a simulated workload on this
+//! host's kernel, with threads pinned, and read `/proc/interrupts` before and
+//! after. The output has the same keys as `tlblab run --json`, so host and
+//! model can be put side by side.
+
+pub mod interrupts;
+#[cfg(target_os = "linux")]
+pub mod madvise;
+
+use machine::Error;
+
+/// Results of a host run, shaped like the simulator's report.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct HostReport {
+    pub scenario: serde_json::Value,
+    pub sim_time_ns: u64,
+    pub events: u64,
+    pub interrupts: std::collections::BTreeMap<String, Vec<u64>>,
+    pub interrupt_totals: std::collections::BTreeMap<String, u64>,
+    pub tlb_flush: std::collections::BTreeMap<String, u64>,
+    pub ops: Vec<serde_json::Value>,
+    pub spurious_faults: u64,
+    pub violations: Vec<serde_json::Value>,
+    pub arch: std::collections::BTreeMap<String, u64>,
+    pub host: serde_json::Value,
+}
+
+impl HostReport {
+    /// Mean latency of the first op in µs.
+    pub fn us_per_op(&self) -> f64 {
+        self.ops
+            .first()
+            .and_then(|o| o["latency_ns"]["mean"].as_f64())
+            .unwrap_or(0.0)
+            / 1000.0
+    }
+    /// Operations counted.
+    pub fn op_count(&self) -> u64 {
+        self.ops
+            .first()
+            .and_then(|o| o["count"].as_u64())
+            .unwrap_or(0)
+    }
+}
+
+/// Run a host benchmark by workload name.
+pub fn run(workload: &str, threads: u32, iterations: u64) -> Result<HostReport, Error> {
+    if iterations == 0 || iterations > 100_000_000 {
+        return Err(Error::Range(format!(
+            "--iterations {iterations} (allowed 1..=100000000)"
+        )));
+    }
+    match workload {
+        #[cfg(target_os = "linux")]
+        "madvise_dontneed" => madvise::run(threads, iterations),
+        #[cfg(not(target_os = "linux"))]
+        "madvise_dontneed" => Err(Error::Unsupported("host benchmarks need Linux".into())),
+        other => Err(Error::Unsupported(format!(
+            "no host benchmark for workload '{other}' yet (available: madvise_dontneed)"
+        ))),
+    }
+}

@@ -1,0 +1,172 @@
+//! The flush_tlb_info seed's program, natively: one thread writes a page and
+//! madvises it away in a loop while `threads` busy-waiting threads of the
+//! same process spin on other CPUs. Each thread is pinned.
+
+use crate::interrupts;
+use crate::HostReport;
+use hdrhistogram::Histogram;
+use machine::Error;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+fn pin(cpu: usize) -> Result<(), Error> {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(Error::Unsupported(format!(
+                "cannot pin a thread to CPU{cpu}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// One anonymous page, unmapped on drop (also on error paths).
+struct Page(*mut u8);
+
+impl Page {
+    fn new() -> Result<Page, Error> {
+        // SAFETY: anonymous private mapping of one page; checked for failure.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::Unsupported("mmap of one page failed".into()));
+        }
+        Ok(Page(p as *mut u8))
+    }
+}
+
+impl Drop for Page {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the page this struct mapped.
+        unsafe {
+            libc::munmap(self.0 as *mut libc::c_void, 4096);
+        }
+    }
+}
+
+/// Stops and joins the spinning threads, also when the benchmark fails.
+struct Spinners {
+    stop: Arc<AtomicBool>,
+    handles: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Spinners {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Run `iterations` write+madvise operations with `threads` spinners.
+pub fn run(threads: u32, iterations: u64) -> Result<HostReport, Error> {
+    let ncpu = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    if threads as usize + 1 > ncpu {
+        return Err(Error::Unsupported(format!(
+            "madvise_dontneed with {threads} busy threads needs {} CPUs, this host has {ncpu}",
+            threads + 1
+        )));
+    }
+    let rows = ["TLB", "CAL", "RES"];
+    interrupts::read(&rows)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut sp = Spinners {
+        stop: stop.clone(),
+        handles: Vec::new(),
+    };
+    for i in 0..threads as usize {
+        let stop = stop.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        sp.handles.push(std::thread::spawn(move || {
+            let ok = pin(i + 1).is_ok();
+            let _ = tx.send(ok);
+            while !stop.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        }));
+        if !rx.recv().unwrap_or(false) {
+            return Err(Error::Unsupported(format!(
+                "cannot pin a thread to CPU{}",
+                i + 1
+            )));
+        }
+    }
+    pin(0)?;
+    let page = Page::new()?;
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).expect("bounds");
+    let (mut sum, mut sum_sq) = (0f64, 0f64);
+    let before = interrupts::read(&rows)?;
+    let t0 = Instant::now();
+    for _ in 0..iterations {
+        let t = Instant::now();
+        // SAFETY: the page is mapped; madvise(DONTNEED) of our own page.
+        unsafe {
+            std::ptr::write_volatile(page.0, 1);
+            if libc::madvise(page.0 as *mut libc::c_void, 4096, libc::MADV_DONTNEED) != 0 {
+                return Err(Error::Unsupported("madvise(MADV_DONTNEED) failed".into()));
+            }
+        }
+        let ns = t.elapsed().as_nanos() as u64;
+        hist.saturating_record(ns.max(1));
+        sum += ns as f64;
+        sum_sq += (ns as f64) * (ns as f64);
+    }
+    let wall = t0.elapsed().as_nanos() as u64;
+    let after = interrupts::read(&rows)?;
+    drop(sp);
+    drop(page);
+    let d = interrupts::delta(&before, &after);
+    let n = iterations as f64;
+    let mean = sum / n;
+    let op = serde_json::json!({
+        "name": "madvise_dontneed",
+        "count": iterations,
+        "per_sec": n * 1e9 / wall.max(1) as f64,
+        "latency_ns": {
+            "mean": mean,
+            "stddev": (sum_sq / n - mean * mean).max(0.0).sqrt(),
+            "p50": hist.value_at_quantile(0.5),
+            "p99": hist.value_at_quantile(0.99),
+            "p999": hist.value_at_quantile(0.999),
+            "max": hist.max(),
+        }
+    });
+    let totals = d.iter().map(|(k, v)| (k.clone(), v.iter().sum())).collect();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let tracefs = std::path::Path::new("/sys/kernel/tracing/events/tlb/tlb_flush").exists();
+    Ok(HostReport {
+        scenario: serde_json::json!({"workload": {"name": "madvise_dontneed", "threads": threads, "iterations": iterations}, "machine": {"cpus": ncpu}}),
+        sim_time_ns: wall,
+        events: 0,
+        interrupts: d,
+        interrupt_totals: totals,
+        tlb_flush: Default::default(),
+        ops: vec![op],
+        spurious_faults: 0,
+        violations: Vec::new(),
+        arch: Default::default(),
+        host: serde_json::json!({
+            "kernel": kernel,
+            "cpus": ncpu,
+            "notes": if tracefs { "tlb:tlb_flush not read yet" } else { "tracefs tlb:tlb_flush not available: tlb_flush left empty" },
+        }),
+    })
+}
