@@ -13,7 +13,7 @@
 use crate::{measured_loop, WorkloadInfo, MAP_BASE};
 use kernel::user::UserOp;
 use kernel::World;
-use machine::{Cost, Error, Scenario, HPAGE_SIZE, PAGE_SIZE};
+use machine::{Cost, Error, Scenario, HPAGE_SIZE};
 
 pub const UNSHARE: WorkloadInfo = WorkloadInfo {
     name: "hugetlb_unshare",
@@ -76,34 +76,7 @@ fn build(s: &Scenario, w: &mut World) -> Result<(), Error> {
         measured_loop(0, op, cycle(&touch), s.workload.iterations, UserOp::Exit),
         true,
     );
-    let span = (size / PAGE_SIZE) as u32;
-    for i in 1..=k {
-        w.spawn(
-            a,
-            i as u16,
-            vec![
-                UserOp::Charge {
-                    cost: Cost::TaskCreate,
-                    n: i,
-                },
-                UserOp::GupFast {
-                    base: MAP_BASE,
-                    span,
-                    pages: 16,
-                    stride: 37 + i,
-                },
-                UserOp::Charge {
-                    cost: Cost::UserLoop,
-                    n: 200,
-                },
-                UserOp::Loop {
-                    to: 1,
-                    times: u64::MAX,
-                },
-            ],
-            false,
-        );
-    }
+    crate::khugepaged::gup_threads(s, w, a);
     let mut pb = vec![UserOp::Charge {
         cost: Cost::TaskCreate,
         n: k + 1,

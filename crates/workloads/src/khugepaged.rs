@@ -66,7 +66,9 @@ fn check(s: &Scenario) -> Result<(), Error> {
     Ok(())
 }
 
-fn gup_threads(s: &Scenario, w: &mut World, mm: kernel::MmId) {
+/// Threads 1..=`workload.threads` of `mm`, each on its own CPU, doing
+/// GUP-fast of 16-page buffers at windows moving across the region.
+pub fn gup_threads(s: &Scenario, w: &mut World, mm: kernel::MmId) {
     let span = (s.workload.size.0 / PAGE_SIZE).min(u32::MAX as u64) as u32;
     for i in 1..=s.workload.threads {
         w.spawn(

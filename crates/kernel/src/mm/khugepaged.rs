@@ -17,7 +17,7 @@ use crate::mm::mmu_gather::tlb_remove_table_sync_one;
 use crate::world::{Flow, Frame, World};
 use crate::TaskId;
 use machine::mem::{pte, table_index, FrameUse};
-use machine::{Cost, CpuId, Pfn, HPAGE_SIZE, PAGE_SHIFT, PAGE_SIZE, PTRS_PER_TABLE};
+use machine::{Cost, CpuId, Pfn, HPAGE_SIZE, PAGE_SHIFT, PTRS_PER_TABLE};
 
 /// `madvise(start, len, MADV_COLLAPSE)` in progress (mm/khugepaged.c: `madvise_collapse`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -174,7 +174,6 @@ impl CollapseHugePage {
                 mmap_write_unlock(w, mm, fx);
                 let op = w.op_id("collapse_huge_page");
                 fx.stat(Stat::OpEnd(task, op));
-                let _ = PAGE_SIZE;
                 Flow::Return
             }
         }
