@@ -24,6 +24,33 @@ fn pin(cpu: usize) -> Result<(), Error> {
     Ok(())
 }
 
+/// Restores the calling thread's CPU affinity on drop.
+struct Affinity(libc::cpu_set_t);
+
+impl Affinity {
+    fn save() -> Result<Affinity, Error> {
+        // SAFETY: sched_getaffinity fills a zeroed cpu_set_t of the right size.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+                return Err(Error::Unsupported(
+                    "cannot read this thread's CPU affinity".into(),
+                ));
+            }
+            Ok(Affinity(set))
+        }
+    }
+}
+
+impl Drop for Affinity {
+    fn drop(&mut self) {
+        // SAFETY: restoring a set previously read by sched_getaffinity.
+        unsafe {
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.0);
+        }
+    }
+}
+
 /// One anonymous page, unmapped on drop (also on error paths).
 struct Page(*mut u8);
 
@@ -106,6 +133,7 @@ pub fn run(threads: u32, iterations: u64) -> Result<HostReport, Error> {
             )));
         }
     }
+    let _restore = Affinity::save()?;
     pin(0)?;
     let page = Page::new()?;
     let mut hist = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).expect("bounds");

@@ -19,6 +19,13 @@ fn madvise_on_the_host_counts_shootdowns_in_tlb_and_cal() {
     assert!(tlb > 0, "the busy thread's CPU received shootdowns");
     assert!(cal >= tlb, "TLB {tlb} CAL {cal}");
     assert!(r.us_per_op() > 0.0);
+    let after = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    assert_eq!(
+        after, ncpu,
+        "the benchmark leaves the caller's CPU affinity as it found it"
+    );
     assert!(bench::run("nosuch", 1, 10).is_err());
     assert!(
         bench::run("madvise_dontneed", ncpu as u32, 10).is_err(),

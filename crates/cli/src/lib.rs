@@ -5,6 +5,7 @@ use machine::{CostProfile, Error, Scenario};
 use sim::{Report, Sim, SimOptions};
 use std::time::Instant;
 
+pub mod calibrate;
 pub mod demo;
 pub mod plot;
 pub mod sweep;
@@ -131,7 +132,16 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<(Report, WallStat
             opts.max_memory >> 20
         )));
     }
-    let profile = load_profile(opts.profile.as_deref())?;
+    run_with_profile(s, load_profile(opts.profile.as_deref())?, opts)
+}
+
+/// [`run_scenario`] with a cost profile already in hand.
+pub fn run_with_profile(
+    s: &Scenario,
+    profile: CostProfile,
+    opts: &RunOptions,
+) -> Result<(Report, WallStats), Error> {
+    s.validate()?;
     let world = workloads::build(s)?;
     let expected: u64 =
         world.tasks.iter().filter(|t| t.measured).count() as u64 * s.workload.iterations;
@@ -147,6 +157,7 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<(Report, WallStat
         vcpu_preempt_ns: s.x86.vcpu_preempt_us as u64 * 1000,
         ..SimOptions::default()
     };
+    let replay_profile = profile.clone();
     let mut sim = Sim::new(world, profile, sopts.clone());
     let t0 = Instant::now();
     let mut bar: Option<indicatif::ProgressBar> = None;
@@ -185,7 +196,7 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<(Report, WallStat
         let world = workloads::build(s)?;
         let mut replay = Sim::new(
             world,
-            load_profile(opts.profile.as_deref())?,
+            replay_profile,
             SimOptions {
                 trace_depth: TRACE_DEPTH,
                 ..sopts

@@ -103,6 +103,13 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Fit the cost profile to this host and write it (use with --profile).
+    Calibrate {
+        #[arg(long, default_value = "target/tlblab-calibrated.toml")]
+        out: String,
+        #[arg(long, default_value_t = 100_000)]
+        iterations: u64,
+    },
     /// List workloads, switches, bundled scenarios and cost-profile entries.
     List,
     /// Every seed result built so far, as tables like the cover letters'.
@@ -362,6 +369,33 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
                     None => println!("{name:<14} {h:>12.4}"),
                 }
             }
+        }
+        Cmd::Calibrate { out, iterations } => {
+            let c = tlblab::calibrate::calibrate(iterations)?;
+            if let Some(dir) = std::path::Path::new(&out)
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+            {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| Error::Io(format!("{}: {e}", dir.display())))?;
+            }
+            std::fs::write(&out, c.profile.to_toml())
+                .map_err(|e| Error::Io(format!("{out}: {e}")))?;
+            println!(
+                "{:<22} {:>10} {:>14} {:>16} {:>8}",
+                "metric", "host", "model default", "model calibrated", "ratio"
+            );
+            for r in &c.rows {
+                println!(
+                    "{:<22} {:>10.4} {:>14.4} {:>16.4} {:>8.3}",
+                    r.metric,
+                    r.host,
+                    r.before,
+                    r.after,
+                    r.after / r.host.max(1e-12)
+                );
+            }
+            println!("wrote {out}; use it with: tlblab run --profile {out}");
         }
         Cmd::List => {
             println!("workloads:");

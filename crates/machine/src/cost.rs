@@ -191,6 +191,30 @@ impl CostProfile {
         &self.sources[c as usize]
     }
 
+    /// The profile as TOML (what `from_toml` reads back).
+    pub fn to_toml(&self) -> String {
+        let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+        let mut out = format!(
+            "name = \"{}\"\ndescription = \"{}\"\n\n[costs]\n",
+            esc(&self.name),
+            esc(&self.description)
+        );
+        for c in Cost::ALL {
+            out.push_str(&format!(
+                "{} = {{ ns = {:.3}, source = \"{}\" }}\n",
+                c.name(),
+                self.ns(*c),
+                esc(self.source(*c))
+            ));
+        }
+        out
+    }
+
+    /// Replace one entry's documented source.
+    pub fn set_source(&mut self, c: Cost, source: String) {
+        self.sources[c as usize] = source;
+    }
+
     /// Override one price (calibration, sweeps).
     pub fn set(&mut self, c: Cost, ns: f64) {
         self.ns[c as usize] = ns;
@@ -214,6 +238,16 @@ mod tests {
             assert!(p.source(*c).len() > 10, "{} needs a source", c.name());
             assert!(!c.doc().is_empty());
         }
+    }
+
+    #[test]
+    fn toml_round_trip() {
+        let mut p = CostProfile::default_x86();
+        p.set(Cost::Invlpg, 123.5);
+        p.set_source(Cost::Invlpg, "measured \"here\"".into());
+        let q = CostProfile::from_toml(&p.to_toml(), "round trip").unwrap();
+        assert_eq!(q.ns(Cost::Invlpg), 123.5);
+        assert_eq!(q.source(Cost::Invlpg), "measured \"here\"");
     }
 
     #[test]

@@ -1,0 +1,131 @@
+//! `tlblab calibrate`: fit the cost profile to this host.
+//!
+//! Two host runs of the seed's madvise program pin down two things the model
+//! must reproduce: the local path (write fault + madvise + local INVLPG, no
+//! other CPU in the mm) and the extra cost of one remote shootdown (one busy
+//! thread on another CPU). The local-path prices are scaled together by the
+//! ratio host/model; then `ipi_delivery`, which sits once on the critical
+//! path of a remote flush, absorbs the remaining difference. Counts are not
+//! fitted: they must already agree (see `tlblab bench --vs-model`).
+
+use crate::{load_scenario, run_with_profile, RunOptions};
+use machine::{Cost, CostProfile, Error};
+
+/// One row of the calibration table: metric, host, default model, calibrated model.
+pub struct Row {
+    pub metric: &'static str,
+    pub host: f64,
+    pub before: f64,
+    pub after: f64,
+}
+
+/// The fitted profile and how it compares.
+pub struct Calibration {
+    pub profile: CostProfile,
+    pub rows: Vec<Row>,
+}
+
+fn model(
+    cpus: usize,
+    threads: u32,
+    iterations: u64,
+    p: &CostProfile,
+) -> Result<(f64, f64, f64), Error> {
+    let mut s = load_scenario("default")?;
+    s.set(&format!("machine.cpus={cpus}"))?;
+    s.set(&format!("workload.threads={threads}"))?;
+    s.set(&format!("workload.iterations={iterations}"))?;
+    let (r, _) = run_with_profile(&s, p.clone(), &RunOptions::default())?;
+    let o = r
+        .main_op()
+        .ok_or_else(|| Error::Config("model run measured nothing".into()))?;
+    let n = o.count.max(1) as f64;
+    Ok((
+        o.latency_ns.mean / 1000.0,
+        r.interrupt_totals["TLB"] as f64 / n,
+        r.interrupt_totals["CAL"] as f64 / n,
+    ))
+}
+
+/// Measure the host and fit the profile.
+pub fn calibrate(iterations: u64) -> Result<Calibration, Error> {
+    let ncpu = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    if ncpu < 2 {
+        return Err(Error::Unsupported(
+            "calibration needs 2 CPUs (one busy thread on another CPU)".into(),
+        ));
+    }
+    let local = bench::run("madvise_dontneed", 0, iterations)?;
+    let remote = bench::run("madvise_dontneed", 1, iterations)?;
+    let (h_local, h_remote) = (local.us_per_op(), remote.us_per_op());
+    let n = remote.op_count().max(1) as f64;
+    let (h_tlb, h_cal) = (
+        remote.interrupt_totals["TLB"] as f64 / n,
+        remote.interrupt_totals["CAL"] as f64 / n,
+    );
+    let kernel = remote.host["kernel"].as_str().unwrap_or("?").to_string();
+
+    let base = CostProfile::default_x86();
+    let it = iterations.min(50_000);
+    let (m_local, _, _) = model(ncpu, 0, it, &base)?;
+    let (m_remote, m_tlb, m_cal) = model(ncpu, 1, it, &base)?;
+    let k = h_local / m_local;
+    let mut p = base.clone();
+    for c in Cost::ALL
+        .iter()
+        .copied()
+        .filter(|c| *c != Cost::IpiDelivery)
+    {
+        p.set(c, base.ns(c) * k);
+        p.set_source(
+            c,
+            format!(
+                "calibrated on host kernel {kernel}: x{k:.3} of x86-icelake ({})",
+                base.source(c)
+            ),
+        );
+    }
+    let (m_remote_scaled, _, _) = model(ncpu, 1, it, &p)?;
+    let delivery = (base.ns(Cost::IpiDelivery) + (h_remote - m_remote_scaled) * 1000.0).max(0.0);
+    p.set(Cost::IpiDelivery, delivery);
+    p.set_source(
+        Cost::IpiDelivery,
+        format!("fitted on host kernel {kernel}: madvise with one busy thread {h_remote:.3} us/op vs {h_local:.3} without"),
+    );
+    p.name = "calibrated".into();
+    p.description =
+        format!("x86-icelake fitted to host kernel {kernel} with {ncpu} CPUs by tlblab calibrate");
+    let (a_local, _, _) = model(ncpu, 0, it, &p)?;
+    let (a_remote, a_tlb, a_cal) = model(ncpu, 1, it, &p)?;
+    Ok(Calibration {
+        profile: p,
+        rows: vec![
+            Row {
+                metric: "us/op, alone",
+                host: h_local,
+                before: m_local,
+                after: a_local,
+            },
+            Row {
+                metric: "us/op, 1 busy thread",
+                host: h_remote,
+                before: m_remote,
+                after: a_remote,
+            },
+            Row {
+                metric: "TLB per op",
+                host: h_tlb,
+                before: m_tlb,
+                after: a_tlb,
+            },
+            Row {
+                metric: "CAL per op",
+                host: h_cal,
+                before: m_cal,
+                after: a_cal,
+            },
+        ],
+    })
+}
