@@ -6,6 +6,8 @@
 pub mod interrupts;
 #[cfg(target_os = "linux")]
 pub mod madvise;
+#[cfg(target_os = "linux")]
+pub mod tlb_flush;
 
 use machine::Error;
 
@@ -55,8 +57,10 @@ pub fn run(workload: &str, threads: u32, iterations: u64) -> Result<HostReport, 
         "madvise_dontneed" => madvise::run(threads, iterations),
         #[cfg(not(target_os = "linux"))]
         "madvise_dontneed" => Err(Error::Unsupported("host benchmarks need Linux".into())),
+        #[cfg(target_os = "linux")]
+        "tlb_flush_threads" => tlb_flush::run_threads(threads, 1 << 20, iterations),
         other => Err(Error::Unsupported(format!(
-            "no host benchmark for workload '{other}' yet (available: madvise_dontneed)"
+            "no host benchmark for workload '{other}' yet (available: madvise_dontneed, tlb_flush_threads)"
         ))),
     }
 }

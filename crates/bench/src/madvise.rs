@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-fn pin(cpu: usize) -> Result<(), Error> {
+/// Pin the calling thread to `cpu`.
+pub(crate) fn pin(cpu: usize) -> Result<(), Error> {
     // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -48,6 +49,100 @@ impl Drop for Affinity {
         unsafe {
             libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.0);
         }
+    }
+}
+
+/// An anonymous private region, unmapped on drop.
+pub(crate) struct Region {
+    p: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the region is owned by one thread at a time.
+unsafe impl Send for Region {}
+
+impl Region {
+    pub(crate) fn new(len: u64) -> Result<Region, Error> {
+        // SAFETY: anonymous private mapping; checked for failure.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(Error::Unsupported(format!("mmap of {len} bytes failed")));
+        }
+        Ok(Region {
+            p: p as *mut u8,
+            len: len as usize,
+        })
+    }
+
+    /// Write one byte of every page (faults them in).
+    pub(crate) fn touch_all(&self) {
+        for off in (0..self.len).step_by(4096) {
+            // SAFETY: inside the mapping.
+            unsafe { std::ptr::write_volatile(self.p.add(off), 1) };
+        }
+    }
+
+    /// `madvise(MADV_DONTNEED)` of the whole region.
+    pub(crate) fn dontneed(&self) -> Result<(), Error> {
+        // SAFETY: our own mapping.
+        if unsafe { libc::madvise(self.p as *mut libc::c_void, self.len, libc::MADV_DONTNEED) } != 0
+        {
+            return Err(Error::Unsupported("madvise(MADV_DONTNEED) failed".into()));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: unmapping what `new` mapped.
+        unsafe {
+            libc::munmap(self.p as *mut libc::c_void, self.len);
+        }
+    }
+}
+
+/// Assemble a report with the simulator's keys.
+pub(crate) fn report(
+    scenario: serde_json::Value,
+    wall: u64,
+    d: std::collections::BTreeMap<String, Vec<u64>>,
+    op: serde_json::Value,
+) -> HostReport {
+    let totals = d.iter().map(|(k, v)| (k.clone(), v.iter().sum())).collect();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let tracefs = std::path::Path::new("/sys/kernel/tracing/events/tlb/tlb_flush").exists();
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    HostReport {
+        scenario,
+        sim_time_ns: wall,
+        events: 0,
+        interrupts: d,
+        interrupt_totals: totals,
+        tlb_flush: Default::default(),
+        ops: vec![op],
+        spurious_faults: 0,
+        violations: Vec::new(),
+        arch: Default::default(),
+        host: serde_json::json!({
+            "kernel": kernel,
+            "cpus": cpus,
+            "notes": if tracefs { "tlb:tlb_flush not read yet" } else { "tracefs tlb:tlb_flush not available: tlb_flush left empty" },
+        }),
     }
 }
 
@@ -174,27 +269,10 @@ pub fn run(threads: u32, iterations: u64) -> Result<HostReport, Error> {
             "max": hist.max(),
         }
     });
-    let totals = d.iter().map(|(k, v)| (k.clone(), v.iter().sum())).collect();
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .unwrap_or_default()
-        .trim()
-        .to_string();
-    let tracefs = std::path::Path::new("/sys/kernel/tracing/events/tlb/tlb_flush").exists();
-    Ok(HostReport {
-        scenario: serde_json::json!({"workload": {"name": "madvise_dontneed", "threads": threads, "iterations": iterations}, "machine": {"cpus": ncpu}}),
-        sim_time_ns: wall,
-        events: 0,
-        interrupts: d,
-        interrupt_totals: totals,
-        tlb_flush: Default::default(),
-        ops: vec![op],
-        spurious_faults: 0,
-        violations: Vec::new(),
-        arch: Default::default(),
-        host: serde_json::json!({
-            "kernel": kernel,
-            "cpus": ncpu,
-            "notes": if tracefs { "tlb:tlb_flush not read yet" } else { "tracefs tlb:tlb_flush not available: tlb_flush left empty" },
-        }),
-    })
+    Ok(report(
+        serde_json::json!({"workload": {"name": "madvise_dontneed", "threads": threads, "iterations": iterations}, "machine": {"cpus": ncpu}}),
+        wall,
+        d,
+        op,
+    ))
 }

@@ -129,3 +129,57 @@ pub fn calibrate(iterations: u64) -> Result<Calibration, Error> {
         ],
     })
 }
+
+/// One validation row: a metric on the host and in the model.
+pub struct Check {
+    pub metric: String,
+    pub host: f64,
+    pub model: f64,
+    /// Allowed |model/host − 1|.
+    pub tolerance: f64,
+}
+
+impl Check {
+    pub fn ok(&self) -> bool {
+        (self.model / self.host.max(1e-12) - 1.0).abs() <= self.tolerance
+    }
+}
+
+/// Counts must agree within 10% (the host's threads finish unevenly and other
+/// processes send a few shootdowns); times within 25% (VM noise run to run).
+pub const COUNT_TOLERANCE: f64 = 0.10;
+pub const TIME_TOLERANCE: f64 = 0.25;
+
+/// Run the unfitted `tlb_flush_threads` workload on the host and in the
+/// model with `profile`, at the host's CPU count.
+pub fn validate(profile: &CostProfile, iterations: u64) -> Result<Vec<Check>, Error> {
+    let ncpu = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let threads = ncpu.min(8) as u32;
+    let host = bench::run("tlb_flush_threads", threads, iterations)?;
+    let mut s = load_scenario("tlb-flush-threads")?;
+    s.set(&format!("machine.cpus={ncpu}"))?;
+    s.set(&format!("workload.threads={threads}"))?;
+    s.set(&format!("workload.iterations={iterations}"))?;
+    s.set("workload.size=1MiB")?;
+    let (m, _) = run_with_profile(&s, profile.clone(), &RunOptions::default())?;
+    let mo = m
+        .main_op()
+        .ok_or_else(|| Error::Config("model run measured nothing".into()))?;
+    let (hn, mn) = (host.op_count().max(1) as f64, mo.count.max(1) as f64);
+    Ok(vec![
+        Check {
+            metric: format!("tlb_flush_threads x{threads} us/op"),
+            host: host.us_per_op(),
+            model: mo.latency_ns.mean / 1000.0,
+            tolerance: TIME_TOLERANCE,
+        },
+        Check {
+            metric: "TLB per op".into(),
+            host: host.interrupt_totals["TLB"] as f64 / hn,
+            model: m.interrupt_totals["TLB"] as f64 / mn,
+            tolerance: COUNT_TOLERANCE,
+        },
+    ])
+}

@@ -110,6 +110,14 @@ enum Cmd {
         #[arg(long, default_value_t = 100_000)]
         iterations: u64,
     },
+    /// Compare host and model on a workload the calibration did not fit.
+    Validate {
+        /// Profile to validate (default: calibrate now).
+        #[arg(long)]
+        profile: Option<String>,
+        #[arg(long, default_value_t = 1000)]
+        iterations: u64,
+    },
     /// List workloads, switches, bundled scenarios and cost-profile entries.
     List,
     /// Every seed result built so far, as tables like the cover letters'.
@@ -396,6 +404,34 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
                 );
             }
             println!("wrote {out}; use it with: tlblab run --profile {out}");
+        }
+        Cmd::Validate {
+            profile,
+            iterations,
+        } => {
+            let p = match profile {
+                Some(path) => tlblab::load_profile(Some(&path))?,
+                None => tlblab::calibrate::calibrate(50_000)?.profile,
+            };
+            let rows = tlblab::calibrate::validate(&p, iterations)?;
+            println!(
+                "{:<30} {:>12} {:>12} {:>8} {:>10}",
+                "metric", "host", "model", "ratio", "within"
+            );
+            let mut all = true;
+            for r in &rows {
+                all &= r.ok();
+                println!(
+                    "{:<30} {:>12.4} {:>12.4} {:>8.3} {:>9.0}% {}",
+                    r.metric,
+                    r.host,
+                    r.model,
+                    r.model / r.host.max(1e-12),
+                    r.tolerance * 100.0,
+                    if r.ok() { "ok" } else { "OUT" }
+                );
+            }
+            return Ok(u8::from(!all));
         }
         Cmd::List => {
             println!("workloads:");
