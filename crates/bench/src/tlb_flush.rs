@@ -19,7 +19,7 @@ pub fn run_threads(threads: u32, size: u64, iterations: u64) -> Result<HostRepor
             "tlb_flush_threads with {threads} threads needs as many CPUs, this host has {ncpu}"
         )));
     }
-    if size == 0 || size % 4096 != 0 || size > 1 << 30 {
+    if size == 0 || !size.is_multiple_of(4096) || size > 1 << 30 {
         return Err(Error::Range(format!(
             "size {size} (a multiple of 4KiB, at most 1GiB)"
         )));
