@@ -106,6 +106,48 @@ pub const CATALOGUE: &[Config] = &[
         expect_safe: false,
         world: collapse_vs_gup,
     },
+    Config {
+        name: "x86_madvise_race_3cpu",
+        about: "madvise race with two reader threads (3 CPUs)",
+        sets: &["machine.cpus=3"],
+        expect_safe: true,
+        world: race_1w_2r,
+    },
+    Config {
+        name: "x86_madvise_race_4cpu",
+        about: "madvise race with three reader threads (4 CPUs)",
+        sets: &["machine.cpus=4"],
+        expect_safe: true,
+        world: race_1w_3r,
+    },
+    Config {
+        name: "x86_madvise_2writers",
+        about: "two threads each touching and madvising the same page, one reader (3 CPUs)",
+        sets: &["machine.cpus=3"],
+        expect_safe: true,
+        world: race_2w_1r,
+    },
+    Config {
+        name: "x86_munmap_race",
+        about: "munmap + mmap of a page another thread keeps reading (2 CPUs)",
+        sets: &[],
+        expect_safe: true,
+        world: munmap_1w_1r,
+    },
+    Config {
+        name: "x86_munmap_race_3cpu",
+        about: "the same with two readers (3 CPUs)",
+        sets: &["machine.cpus=3"],
+        expect_safe: true,
+        world: munmap_1w_2r,
+    },
+    Config {
+        name: "bug_munmap_no_ipi_wait",
+        about: "munmap whose flush does not wait for the IPIs",
+        sets: &["inject.no_ipi_wait=true"],
+        expect_safe: false,
+        world: munmap_1w_1r,
+    },
 ];
 
 /// Look a check up by name.
@@ -235,4 +277,82 @@ fn collapse_vs_gup(s: &Scenario) -> Result<World, Error> {
         true,
     );
     Ok(w)
+}
+
+/// Writers on CPUs 0.. touch the page then madvise (or munmap + mmap) it,
+/// `iterations` times; readers on the next CPUs read it `reads` times, then spin.
+/// (Configurations contributed by the checker helper's branch.)
+fn race(
+    s: &Scenario,
+    writers: u16,
+    readers: u16,
+    munmap: bool,
+    iterations: u64,
+) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let mm = w.mm_alloc()?;
+    w.add_vma(mm, P, PAGE_SIZE);
+    let op = w.op_id("race");
+    let writer = vec![
+        UserOp::OpBegin(op),
+        UserOp::Touch {
+            addr: P,
+            write: true,
+        },
+        if munmap {
+            UserOp::Munmap {
+                start: P,
+                len: PAGE_SIZE,
+            }
+        } else {
+            UserOp::MadviseDontneed {
+                start: P,
+                len: PAGE_SIZE,
+            }
+        },
+        UserOp::Mmap {
+            start: P,
+            len: PAGE_SIZE,
+        },
+        UserOp::OpEnd(op),
+        UserOp::Loop {
+            to: 0,
+            times: iterations,
+        },
+        UserOp::Exit,
+    ];
+    for c in 0..writers {
+        w.spawn(mm, c, writer.clone(), true);
+    }
+    let reader = vec![
+        UserOp::Touch {
+            addr: P,
+            write: false,
+        },
+        UserOp::Touch {
+            addr: P,
+            write: false,
+        },
+        UserOp::DoneSpin,
+    ];
+    for c in writers..writers + readers {
+        w.spawn(mm, c, reader.clone(), true);
+    }
+    Ok(w)
+}
+
+fn race_1w_2r(s: &Scenario) -> Result<World, Error> {
+    race(s, 1, 2, false, 2)
+}
+fn race_1w_3r(s: &Scenario) -> Result<World, Error> {
+    race(s, 1, 3, false, 1)
+}
+fn race_2w_1r(s: &Scenario) -> Result<World, Error> {
+    race(s, 2, 1, false, 1)
+}
+fn munmap_1w_1r(s: &Scenario) -> Result<World, Error> {
+    race(s, 1, 1, true, 2)
+}
+fn munmap_1w_2r(s: &Scenario) -> Result<World, Error> {
+    race(s, 1, 2, true, 2)
 }
