@@ -14,6 +14,14 @@ pub mod sweep;
 pub const BUNDLED: &[(&str, &str)] = &[
     ("default", include_str!("../../../scenarios/default.toml")),
     (
+        "usemem-fork-exec",
+        include_str!("../../../scenarios/usemem-fork-exec.toml"),
+    ),
+    (
+        "cow-reuse-race",
+        include_str!("../../../scenarios/cow-reuse-race.toml"),
+    ),
+    (
         "flush-tlb-info-madvise",
         include_str!("../../../scenarios/flush-tlb-info-madvise.toml"),
     ),
@@ -69,6 +77,8 @@ pub struct RunOptions {
     /// Show a progress bar on stderr when a run takes more than ~2 s.
     pub progress: bool,
     pub stop_on_violation: bool,
+    /// Keep and print the run's last this many events (0 = none).
+    pub trace: usize,
 }
 
 impl Default for RunOptions {
@@ -78,6 +88,7 @@ impl Default for RunOptions {
             max_memory: default_max_memory(),
             progress: false,
             stop_on_violation: false,
+            trace: 0,
         }
     }
 }
@@ -97,9 +108,13 @@ pub fn default_max_memory() -> u64 {
 }
 
 /// Load the cost profile a run uses.
-pub fn load_profile(path: Option<&str>) -> Result<CostProfile, Error> {
+/// Without a file, the bundled profile of the scenario's architecture.
+pub fn load_profile(
+    path: Option<&str>,
+    arch: machine::scenario::Arch,
+) -> Result<CostProfile, Error> {
     match path {
-        None => Ok(CostProfile::default_x86()),
+        None => Ok(CostProfile::default_for(arch)),
         Some(p) => {
             let text =
                 std::fs::read_to_string(p).map_err(|e| Error::Io(format!("profile {p}: {e}")))?;
@@ -132,7 +147,11 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<(Report, WallStat
             opts.max_memory >> 20
         )));
     }
-    run_with_profile(s, load_profile(opts.profile.as_deref())?, opts)
+    run_with_profile(
+        s,
+        load_profile(opts.profile.as_deref(), s.machine.arch)?,
+        opts,
+    )
 }
 
 /// [`run_scenario`] with a cost profile already in hand.
@@ -155,7 +174,7 @@ pub fn run_with_profile(
         smi_ns: s.machine.smi_us as u64 * 1000,
         vcpu_run_ns: s.x86.vcpu_run_us as u64 * 1000,
         vcpu_preempt_ns: s.x86.vcpu_preempt_us as u64 * 1000,
-        ..SimOptions::default()
+        trace_depth: opts.trace,
     };
     let replay_profile = profile.clone();
     let mut sim = Sim::new(world, profile, sopts.clone());
@@ -204,6 +223,9 @@ pub fn run_with_profile(
         );
         replay.run(|_| {});
         report.violations = replay.violations.clone();
+        if opts.trace == 0 {
+            report.trace.clear();
+        }
     }
     Ok((report, wall))
 }
@@ -225,7 +247,8 @@ pub fn apply_variant(base: &Scenario, spec: &str) -> Result<Scenario, Error> {
 pub type Metric = fn(&Report) -> f64;
 
 /// Metrics `compare` puts side by side: name and how to read it from a report.
-pub fn compare_rows() -> Vec<(&'static str, Metric)> {
+pub fn compare_rows(arch: machine::scenario::Arch) -> Vec<(&'static str, Metric)> {
+    use machine::scenario::Arch;
     fn op(r: &Report) -> Option<&sim::report::OpReport> {
         r.main_op()
     }
@@ -233,25 +256,46 @@ pub fn compare_rows() -> Vec<(&'static str, Metric)> {
         let n = op(r).map_or(0, |o| o.count).max(1) as f64;
         r.interrupt_totals[row] as f64 / n
     }
-    vec![
+    let mut rows: Vec<(&'static str, Metric)> = vec![
         ("us/op (mean)", |r| {
             op(r).map_or(0.0, |o| o.latency_ns.mean / 1000.0)
         }),
         ("p99 ns", |r| op(r).map_or(0.0, |o| o.latency_ns.p99 as f64)),
         ("ops/s", |r| op(r).map_or(0.0, |o| o.per_sec)),
+    ];
+    let ipi_rows: Vec<(&'static str, Metric)> = vec![
         ("TLB total", |r| r.interrupt_totals["TLB"] as f64),
         ("CAL total", |r| r.interrupt_totals["CAL"] as f64),
         ("TLB per op", |r| per_op(r, "TLB")),
         ("CAL per op", |r| per_op(r, "CAL")),
-        ("remote_send_ipi", |r| r.tlb_flush["remote_send_ipi"] as f64),
-        ("flush us (mean)", |r| {
-            r.ops
-                .iter()
-                .find(|o| o.name == "flush_tlb_mm_range")
-                .map_or(0.0, |o| o.latency_ns.mean / 1000.0)
-        }),
-        ("violations", |r| r.violations.len() as f64),
-    ]
+    ];
+    match arch {
+        Arch::X86 => {
+            rows.extend(ipi_rows);
+            rows.push(("remote_send_ipi", |r| r.tlb_flush["remote_send_ipi"] as f64));
+            rows.push(("flush us (mean)", |r| {
+                r.ops
+                    .iter()
+                    .find(|o| o.name == "flush_tlb_mm_range")
+                    .map_or(0.0, |o| o.latency_ns.mean / 1000.0)
+            }));
+        }
+        Arch::Arm64 => {
+            rows.push(("TLBI IS ops", |r| r.arch["tlbi_is"] as f64));
+            rows.push(("local TLBIs", |r| r.arch["tlbi_local"] as f64));
+            rows.push(("DVM wait ms", |r| r.cycles.dvm_wait_ns as f64 / 1e6));
+        }
+        Arch::Riscv => {
+            rows.extend(ipi_rows);
+            rows.push(("SBI rfences", |r| r.arch["sbi_rfence"] as f64));
+            rows.push(("deferred flushes", |r| r.arch["deferred_flushes"] as f64));
+        }
+    }
+    rows.push(("flush share %", |r| r.cycles.flush_share * 100.0));
+    rows.push(("spurious faults", |r| r.spurious_faults as f64));
+    rows.push(("sim time ms", |r| r.sim_time_ns as f64 / 1e6));
+    rows.push(("violations", |r| r.violations.len() as f64));
+    rows
 }
 
 /// Render a comparison table: one column per run, ratios against the first.
@@ -269,7 +313,12 @@ pub fn compare_table(labels: &[String], reports: &[Report]) -> String {
         let _ = write!(s, " | {l:>w$}");
     }
     let _ = writeln!(s);
-    for (name, f) in compare_rows() {
+    let arch = reports[0]
+        .scenario
+        .pointer("/machine/arch")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or(machine::scenario::Arch::X86);
+    for (name, f) in compare_rows(arch) {
         let base = f(&reports[0]);
         let _ = write!(s, "{name:<18}");
         for (i, r) in reports.iter().enumerate() {

@@ -33,6 +33,9 @@ struct Common {
     /// Stop at the first invariant violation.
     #[arg(long)]
     stop_on_violation: bool,
+    /// Print the last N events of the run (kernel paths, IPIs, flushes, faults)
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    trace: usize,
 }
 
 #[derive(Subcommand)]
@@ -172,6 +175,13 @@ fn options(common: &Common) -> Result<RunOptions, Error> {
             .0;
     }
     o.stop_on_violation = common.stop_on_violation;
+    if common.trace > 100_000 {
+        return Err(Error::Range(format!(
+            "--trace {} (allowed 0..=100000 events)",
+            common.trace
+        )));
+    }
+    o.trace = common.trace;
     Ok(o)
 }
 
@@ -410,7 +420,7 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
             iterations,
         } => {
             let p = match profile {
-                Some(path) => tlblab::load_profile(Some(&path))?,
+                Some(path) => tlblab::load_profile(Some(&path), machine::scenario::Arch::X86)?,
                 None => tlblab::calibrate::calibrate(50_000)?.profile,
             };
             let rows = tlblab::calibrate::validate(&p, iterations)?;
@@ -449,10 +459,28 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
             for (n, _) in tlblab::BUNDLED {
                 println!("  {n}");
             }
-            let p = CostProfile::default_x86();
-            println!("\ncost profile '{}' ({}):", p.name, p.description);
+            use machine::scenario::Arch;
+            let ps: Vec<CostProfile> = [Arch::X86, Arch::Arm64, Arch::Riscv]
+                .into_iter()
+                .map(CostProfile::default_for)
+                .collect();
+            println!("\nbundled cost profiles (the default is the one of machine.arch; sources in crates/machine/profiles/):");
+            for p in &ps {
+                println!("  {:<20} {}", p.name, p.description);
+            }
+            println!(
+                "\n  {:<24} {:>9} {:>9} {:>9}  x86 source",
+                "cost (ns)", "x86", "arm64", "riscv"
+            );
             for c in Cost::ALL {
-                println!("  {:<24} {:>8.1} ns  {}", c.name(), p.ns(*c), p.source(*c));
+                println!(
+                    "  {:<24} {:>9.1} {:>9.1} {:>9.1}  {}",
+                    c.name(),
+                    ps[0].ns(*c),
+                    ps[1].ns(*c),
+                    ps[2].ns(*c),
+                    ps[0].source(*c)
+                );
             }
         }
         Cmd::Demo { iterations } => {

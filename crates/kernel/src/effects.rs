@@ -21,6 +21,12 @@ pub enum Charge {
     },
     /// Plain user computation of the given length.
     Ns(u32),
+    /// arm64: `ops` broadcast TLBIs go out over the interconnect and the
+    /// following `DSB ISH` waits for every core of the inner-shareable
+    /// domain to complete them. The driver queues them behind other CPUs'
+    /// broadcasts (the DVM path is shared) and charges every other core the
+    /// snoop work.
+    Dvm(u32),
 }
 
 /// A statistic whose time the driver records.
@@ -139,6 +145,56 @@ pub enum Label {
     PmdShare {
         mm: MmId,
         table: Pfn,
+    },
+    /// arm64 broadcast TLBI (`asid` = whole ASID when `pages` is `None`).
+    TlbiIs {
+        asid: u16,
+        va: u64,
+        pages: Option<u64>,
+        ops: u32,
+    },
+    TlbiLocal {
+        asid: u16,
+        va: u64,
+    },
+    /// arm64/RISC-V ASID allocation (`new_context`), maybe with a rollover.
+    NewContext {
+        mm: MmId,
+        asid: u16,
+        rollover: bool,
+    },
+    WpPageReuse {
+        va: u64,
+        pfn: Pfn,
+    },
+    WpPageCopy {
+        va: u64,
+        old: Pfn,
+        new: Pfn,
+    },
+    Fork {
+        parent: MmId,
+        child: MmId,
+    },
+    /// RISC-V: a remote flush for `cpu` queued instead of sent.
+    DeferFlush {
+        cpu: CpuId,
+        asid: u16,
+        overflow: bool,
+    },
+    /// RISC-V: queued flushes applied at `switch_mm`.
+    ApplyDeferred {
+        asid: u16,
+        n: u32,
+        all: bool,
+    },
+    SfenceVma {
+        asid: u16,
+        va: u64,
+        all: bool,
+    },
+    SbiRfence {
+        harts: u32,
     },
 }
 
@@ -280,6 +336,59 @@ impl fmt::Display for Label {
                 f,
                 "huge_pmd_share mm{mm}: PUD -> shared PMD table frame {table}"
             ),
+            Label::TlbiIs {
+                asid,
+                va,
+                pages,
+                ops,
+            } => match pages {
+                Some(p) => write!(
+                    f,
+                    "TLBI VALE1IS asid {asid} [{va:#x}, +{p} pages) ({ops} ops) + DSB ISH: broadcast to every core"
+                ),
+                None => write!(f, "TLBI ASIDE1IS asid {asid} + DSB ISH: broadcast to every core"),
+            },
+            Label::TlbiLocal { asid, va } => {
+                write!(f, "TLBI VALE1 asid {asid} {va:#x} + DSB NSH: this CPU only")
+            }
+            Label::NewContext { mm, asid, rollover } => write!(
+                f,
+                "new_context mm{mm} -> asid {asid}{}",
+                if rollover {
+                    " (ASID rollover: flush_context, every CPU flushes at its next switch)"
+                } else {
+                    ""
+                }
+            ),
+            Label::WpPageReuse { va, pfn } => {
+                write!(f, "do_wp_page {va:#x}: frame {pfn} exclusive, wp_page_reuse (PTE made writable in place)")
+            }
+            Label::WpPageCopy { va, old, new } => {
+                write!(f, "do_wp_page {va:#x}: frame {old} shared, wp_page_copy -> frame {new}")
+            }
+            Label::Fork { parent, child } => {
+                write!(f, "fork: dup_mmap mm{parent} -> mm{child} (parent PTEs write-protected)")
+            }
+            Label::DeferFlush { cpu, asid, overflow } => write!(
+                f,
+                "flush for hart {cpu} (asid {asid} not loaded there) queued{}",
+                if overflow { ", queue full: whole ASID" } else { "" }
+            ),
+            Label::ApplyDeferred { asid, n, all } => write!(
+                f,
+                "switch_mm: apply {n} deferred flush(es) for asid {asid}{}",
+                if all { " (whole ASID)" } else { "" }
+            ),
+            Label::SfenceVma { asid, va, all } => {
+                if all {
+                    write!(f, "sfence.vma x0, asid {asid}")
+                } else {
+                    write!(f, "sfence.vma {va:#x}, asid {asid}")
+                }
+            }
+            Label::SbiRfence { harts } => {
+                write!(f, "sbi_remote_sfence_vma_asid to {harts} hart(s)")
+            }
             Label::KvmDeferFlush { cpu } => {
                 write!(f, "kvm_flush_tlb_multi: CPU{cpu} preempted, sets KVM_VCPU_FLUSH_TLB instead of an IPI")
             }
@@ -322,6 +431,13 @@ impl Effects {
     #[inline]
     pub fn ns(&mut self, ns: u32) {
         self.charges.push(Charge::Ns(ns));
+    }
+    /// Broadcast TLB maintenance over the inner-shareable domain (arm64).
+    #[inline]
+    pub fn dvm(&mut self, ops: u32) {
+        if ops > 0 {
+            self.charges.push(Charge::Dvm(ops));
+        }
     }
     /// Read (or write) the cache lines covering `[addr, addr + len)`, issued together.
     pub fn lines(&mut self, addr: u64, len: u64, write: bool) {

@@ -12,6 +12,7 @@ use crate::mm::mmap::Munmap;
 use crate::world::{Flow, Frame, Task, World};
 use crate::TaskId;
 use machine::{Cost, CpuId, PAGE_SIZE};
+use std::sync::Arc;
 
 /// One operation of a user program.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -24,6 +25,9 @@ pub enum UserOp {
     Touch { addr: u64, write: bool },
     /// One access per page over `[start, start + pages * 4 KiB)` (memset-like).
     TouchRange { start: u64, pages: u32, write: bool },
+    /// `memset` of `pages` whole pages from `start` (usemem's inner loop):
+    /// one store per page through the MMU plus `user_page_write` each.
+    Memset { start: u64, pages: u32 },
     /// `madvise(start, len, MADV_DONTNEED)`.
     MadviseDontneed { start: u64, len: u64 },
     /// `mmap(start, len, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED)`.
@@ -54,6 +58,16 @@ pub enum UserOp {
     Loop { to: u16, times: u64 },
     /// Leave the measured set, then keep spinning (so the CPU stays a target).
     DoneSpin,
+    /// `fork()`: the child runs `child` on CPU `child_cpu` (it typically
+    /// `exec`s at once: see [`UserOp::Exec`]).
+    Fork {
+        child_cpu: CpuId,
+        child: Arc<[UserOp]>,
+    },
+    /// `execve()` of a small program: the inherited address space
+    /// `[start, start + len)` is torn down (`exec_mmap` → `mmput` →
+    /// `exit_mmap`, modelled as unmapping it), plus `exec_fixed`.
+    Exec { start: u64, len: u64 },
     /// `exit()`.
     Exit,
 }
@@ -115,6 +129,19 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             }
             let flow = access(w, cpu, t, start + sub as u64 * PAGE_SIZE, write, fx, false);
             if matches!(flow, Flow::Yield) {
+                w.tasks[t as usize].us.sub += 1;
+            }
+            flow
+        }
+        UserOp::Memset { start, pages } => {
+            let sub = w.tasks[t as usize].us.sub;
+            if sub >= pages {
+                advance(w);
+                return Flow::Continue;
+            }
+            let flow = access(w, cpu, t, start + sub as u64 * PAGE_SIZE, true, fx, false);
+            if matches!(flow, Flow::Yield) {
+                fx.cost(Cost::UserPageWrite, 1);
                 w.tasks[t as usize].us.sub += 1;
             }
             flow
@@ -200,6 +227,22 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             us.sub = 0;
             Flow::Continue
         }
+        UserOp::Fork { child_cpu, child } => {
+            advance(w);
+            Flow::Call(Frame::Fork(crate::mm::fork::Fork::new(child_cpu, child)))
+        }
+        UserOp::Exec { start, len } => {
+            // Tear down the old mm first, then the rest of execve.
+            let us = &mut w.tasks[t as usize].us;
+            if us.sub == 0 {
+                us.sub = 1;
+                fx.label(crate::Label::Syscall { nr: "execve" });
+                return Flow::Call(Frame::Munmap(Munmap::new(start, len)));
+            }
+            fx.cost(Cost::ExecFixed, 1);
+            advance(w);
+            Flow::Yield
+        }
         UserOp::Exit => {
             w.task_exit(cpu, t, fx);
             Flow::Yield
@@ -219,6 +262,7 @@ fn access(
 ) -> Flow {
     match crate::hw::mmu::user_access(w, cpu, va, write, fx) {
         crate::hw::mmu::Access::Done => {
+            w.tasks[t as usize].spurious_streak = 0;
             if adv {
                 w.tasks[t as usize].us.pc += 1;
             }

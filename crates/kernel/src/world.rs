@@ -86,6 +86,7 @@ pub enum Frame {
     GupFast(GupFast),
     MadviseCollapse(MadviseCollapse),
     CollapseHugePage(CollapseHugePage),
+    Fork(crate::mm::fork::Fork),
 }
 
 /// What a frame's step asks the CPU loop to do next.
@@ -115,6 +116,7 @@ impl Frame {
             Frame::GupFast(f) => f.step(w, cpu, task, fx),
             Frame::MadviseCollapse(f) => f.step(w, cpu, task, fx),
             Frame::CollapseHugePage(f) => f.step(w, cpu, task, fx),
+            Frame::Fork(f) => f.step(w, cpu, task, fx),
         }
     }
 
@@ -122,7 +124,7 @@ impl Frame {
         match self {
             Frame::SmpCallFunctionManyCond(f) => f.can_run(w, cpu),
             // mmap_read_lock / mmap_write_lock: wait while another task writes.
-            Frame::PageFault(_) | Frame::CollapseHugePage(_) => {
+            Frame::PageFault(_) | Frame::CollapseHugePage(_) | Frame::Fork(_) => {
                 let mm = &w.mms[w.tasks[task as usize].mm as usize];
                 mm.mmap_lock_writer.is_none_or(|t| t == task)
             }
@@ -155,6 +157,9 @@ pub struct Task {
     pub stack_info: FlushTlbInfo,
     /// Counts toward the run's end when it finishes its iterations.
     pub measured: bool,
+    /// Spurious faults in a row at `spurious_va` (the livelock monitor).
+    pub spurious_streak: u32,
+    pub spurious_va: u64,
 }
 
 /// A virtual memory area (`struct vm_area_struct`), anonymous and private.
@@ -207,6 +212,8 @@ pub struct Mm {
     pub mmap_lock_writer: Option<TaskId>,
     /// PTE tables deposited under huge PMDs (`pmd_huge_pte`): (2 MiB address, table).
     pub deposited: Vec<(u64, Pfn)>,
+    /// arm64/RISC-V `mm->context.id`: ASID generation | ASID (0 = none yet).
+    pub context_id: u64,
 }
 
 /// `/proc/interrupts` rows and `tlb:tlb_flush` reasons, and other counters.
@@ -247,6 +254,24 @@ pub struct Counters {
     pub pmd_shares: u64,
     /// Page-table batches freed after an RCU grace period.
     pub rcu_table_batches: u64,
+    /// arm64: broadcast TLBI operations, `DSB ISH` completions, local TLBIs.
+    pub tlbi_is: u64,
+    pub dsb_ish: u64,
+    pub tlbi_local: u64,
+    /// Write faults on write-protected PTEs resolved by reuse / by copy.
+    pub wp_reuse: u64,
+    pub wp_copy: u64,
+    pub forks: u64,
+    /// Spurious-fault streaks that hit the livelock bound.
+    pub spurious_livelocks: u64,
+    /// RISC-V: local `sfence.vma`s, SBI remote-fence calls, deferred flushes
+    /// queued and applied, harts cleared from `mm_cpumask`.
+    pub sfence_vma: u64,
+    pub sbi_rfence: u64,
+    pub deferred_flushes: u64,
+    pub deferred_applied: u64,
+    pub deferred_overflows: u64,
+    pub cpumask_cleared: u64,
 }
 
 impl PartialEq for Counters {
@@ -325,6 +350,10 @@ pub struct Cpu {
     pub vcpu_preempted: bool,
     /// `KVM_VCPU_FLUSH_TLB` set in its steal-time area: flush on next entry.
     pub kvm_flush_pending: bool,
+    /// arm64/RISC-V ASID allocator state of this CPU.
+    pub asid: crate::arch::asid::CpuAsid,
+    /// RISC-V: this hart's deferred-flush state (seed d).
+    pub riscv: crate::arch::riscv::tlbflush::HartTlbState,
 }
 
 /// Kernel configuration the paths read (switches, static keys, tunables).
@@ -345,6 +374,9 @@ pub struct KernelCfg {
     pub tlb_ipi_broadcast_key: bool,
     /// vCPUs can be preempted by the host (`x86.vcpu_run_us > 0`).
     pub vcpu_preemption: bool,
+    pub arch: machine::scenario::Arch,
+    pub arm64: machine::scenario::Arm64Cfg,
+    pub riscv: machine::scenario::RiscvCfg,
 }
 
 /// Which kind of step to run on a CPU.
@@ -380,6 +412,8 @@ pub struct World {
     pub hugetlb_pmds: Vec<SharedPmd>,
     /// Page-table batches waiting for an RCU grace period (`tlb_remove_table_rcu`).
     pub rcu_batches: Vec<RcuBatch>,
+    /// arm64/RISC-V: the ASID allocator.
+    pub asids: crate::arch::asid::AsidAllocator,
     next_ctx_id: u64,
 }
 
@@ -406,6 +440,9 @@ impl World {
             mm: s.mm.clone(),
             tlb_ipi_broadcast_key: crate::arch::x86::tlb::native_pv_tlb_init(s),
             vcpu_preemption: s.x86.vcpu_run_us > 0,
+            arch: m.arch,
+            arm64: s.arm64.clone(),
+            riscv: s.riscv.clone(),
         };
         let cpus = (0..n)
             .map(|i| Cpu {
@@ -422,6 +459,8 @@ impl World {
                 flush_info: FlushTlbInfo::default(),
                 vcpu_preempted: false,
                 kvm_flush_pending: false,
+                asid: Default::default(),
+                riscv: Default::default(),
             })
             .collect();
         let init_mm = Mm {
@@ -434,6 +473,7 @@ impl World {
             next_trim_cpumask: 0,
             mmap_lock_writer: None,
             deposited: Vec::new(),
+            context_id: 0,
         };
         Ok(World {
             cfg,
@@ -453,6 +493,10 @@ impl World {
             },
             hugetlb_pmds: Vec::new(),
             rcu_batches: Vec::new(),
+            asids: crate::arch::asid::AsidAllocator::new(match m.arch {
+                machine::scenario::Arch::Riscv => s.riscv.asid_bits.max(1),
+                _ => s.arm64.asid_bits,
+            }),
             next_ctx_id: 1,
         })
     }
@@ -471,6 +515,7 @@ impl World {
             next_trim_cpumask: self.now + 1_000_000_000,
             mmap_lock_writer: None,
             deposited: Vec::new(),
+            context_id: 0,
         });
         self.next_ctx_id += 1;
         Ok(id)
@@ -519,6 +564,8 @@ impl World {
             gather: MmuGather::default(),
             stack_info: FlushTlbInfo::default(),
             measured,
+            spurious_streak: 0,
+            spurious_va: 0,
         });
         self.cpus[cpu as usize].rq.push_back(id);
         if measured {
@@ -680,7 +727,7 @@ impl World {
     /// Rough host memory this world needs, in bytes (checked before a run).
     pub fn estimate_bytes(s: &Scenario, frames: u64, tables: u64, tasks: u64) -> u64 {
         let cpus = s.machine.cpus as u64;
-        let per_cpu = s.machine.tlb_entries as u64 * 32
+        let per_cpu = s.machine.tlb_entries as u64 * 40
             + s.machine.psc_entries as u64 * 40
             + 1024
             + cpus / 8 * 2;

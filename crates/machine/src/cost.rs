@@ -21,6 +21,24 @@ macro_rules! costs {
         impl Cost {
             /// Every class, in declaration order.
             pub const ALL: &'static [Cost] = &[$(Cost::$v,)*];
+            /// Is this TLB-maintenance work (what the `flush_share` report counts)?
+            pub fn is_tlb_maintenance(self) -> bool {
+                matches!(
+                    self,
+                    Cost::Invlpg
+                        | Cost::FlushTlbLocal
+                        | Cost::Invlpgb
+                        | Cost::Tlbsync
+                        | Cost::TlbiLocal
+                        | Cost::TlbiIs
+                        | Cost::DvmOpPerCore
+                        | Cost::DsbIsh
+                        | Cost::DvmSnoop
+                        | Cost::SfenceVma
+                        | Cost::SfenceVmaAsid
+                        | Cost::SbiRfenceHart
+                )
+            }
             /// The profile key of this class.
             pub fn name(self) -> &'static str {
                 match self { $(Cost::$v => $name,)* }
@@ -104,6 +122,39 @@ costs! {
     KvmSteal = "kvm_steal_check",
     /// One NMI (perf sampling): taken even with IRQs off.
     Nmi = "nmi",
+    /// arm64: `TLBI VALE1` (or `ASIDE1`) plus `DSB NSH`: this CPU only.
+    TlbiLocal = "tlbi_local",
+    /// arm64: issuing one broadcast `TLBI ...IS` (the instruction, before the DSB).
+    TlbiIs = "tlbi_is",
+    /// arm64: interconnect occupancy of one broadcast TLBI per core of the
+    /// inner-shareable domain (DVM fan-out); concurrent broadcasts queue behind it.
+    DvmOpPerCore = "dvm_op_per_core",
+    /// arm64: `DSB ISH` completion (DVM Sync round trip) once the TLBIs are out.
+    DsbIsh = "dsb_ish",
+    /// arm64: a core's MMU handling one incoming broadcast TLBI (stolen from what it runs).
+    DvmSnoop = "dvm_snoop",
+    /// arm64: `flush_context` on ASID rollover (bitmap reset under `cpu_asid_lock`).
+    AsidRollover = "asid_rollover",
+    /// `do_wp_page` fixed part: PTE lock, folio lookup, exclusivity checks.
+    DoWpPage = "do_wp_page",
+    /// `wp_page_copy`: allocate a page and copy 4 KiB into it.
+    CopyPage = "copy_page",
+    /// `copy_present_pte` at fork: one PTE copied, both write-protected, folio ref taken.
+    CopyPte = "copy_pte",
+    /// `fork` fixed part: `copy_process`, `dup_mm` without the page-table copy.
+    ForkFixed = "fork_fixed",
+    /// `execve` of a small program, apart from tearing down the old mm.
+    ExecFixed = "exec_fixed",
+    /// A user `memset` of one 4 KiB page (usemem's inner loop), TLB hit.
+    UserPageWrite = "user_page_write",
+    /// RISC-V: local `sfence.vma addr, asid`.
+    SfenceVma = "sfence_vma",
+    /// RISC-V: local `sfence.vma x0, asid` (whole ASID) or `sfence.vma` (all).
+    SfenceVmaAsid = "sfence_vma_asid",
+    /// RISC-V: SBI ecall into M-mode firmware and back.
+    SbiEcall = "sbi_ecall",
+    /// RISC-V: firmware work per target hart of a remote fence (M-mode IPI, remote trap, sfence, ack).
+    SbiRfenceHart = "sbi_rfence_hart",
 }
 
 /// One priced entry.
@@ -135,6 +186,10 @@ pub struct CostProfile {
 
 /// The bundled default profile.
 pub const DEFAULT_PROFILE: &str = include_str!("../profiles/x86-icelake.toml");
+/// The bundled arm64 profile (the seed's class of machine).
+pub const ARM64_PROFILE: &str = include_str!("../profiles/arm64-neoverse-n2.toml");
+/// The bundled RISC-V profile.
+pub const RISCV_PROFILE: &str = include_str!("../profiles/riscv-sg2042.toml");
 
 impl CostProfile {
     /// Parse a profile; every class must be priced exactly once.
@@ -178,6 +233,16 @@ impl CostProfile {
     /// The bundled default.
     pub fn default_x86() -> Self {
         Self::from_toml(DEFAULT_PROFILE, "bundled profile").expect("bundled profile parses")
+    }
+
+    /// The bundled profile for `arch`.
+    pub fn default_for(arch: crate::scenario::Arch) -> Self {
+        let (text, origin) = match arch {
+            crate::scenario::Arch::X86 => (DEFAULT_PROFILE, "bundled x86 profile"),
+            crate::scenario::Arch::Arm64 => (ARM64_PROFILE, "bundled arm64 profile"),
+            crate::scenario::Arch::Riscv => (RISCV_PROFILE, "bundled riscv profile"),
+        };
+        Self::from_toml(text, origin).expect("bundled profile parses")
     }
 
     /// Nanoseconds for one occurrence of `c`.
@@ -237,6 +302,23 @@ mod tests {
             assert!(p.ns(*c) >= 0.0);
             assert!(p.source(*c).len() > 10, "{} needs a source", c.name());
             assert!(!c.doc().is_empty());
+        }
+    }
+
+    #[test]
+    fn every_bundled_profile_is_complete() {
+        use crate::scenario::Arch;
+        for a in [Arch::X86, Arch::Arm64, Arch::Riscv] {
+            let p = CostProfile::default_for(a);
+            assert!(p.name.contains(a.name()), "{} for {}", p.name, a.name());
+            for c in Cost::ALL {
+                assert!(
+                    p.source(*c).len() > 10,
+                    "{}: {} needs a source",
+                    p.name,
+                    c.name()
+                );
+            }
         }
     }
 

@@ -55,6 +55,9 @@ pub enum FrameUse {
 struct FrameMeta {
     gen: u32,
     usage: FrameUse,
+    /// References to an anonymous page (`folio_ref_count`): one per mapping
+    /// (fork shares pages until one side writes or unmaps).
+    refs: u16,
 }
 
 /// The frame allocator and the contents of page-table pages.
@@ -74,6 +77,7 @@ impl PhysMem {
             meta: vec![FrameMeta {
                 gen: 0,
                 usage: FrameUse::Free,
+                refs: 0,
             }],
             free: Vec::new(),
             tables: vec![None],
@@ -98,6 +102,7 @@ impl PhysMem {
                 self.meta.push(FrameMeta {
                     gen: 0,
                     usage: FrameUse::Free,
+                    refs: 0,
                 });
                 self.tables.push(None);
                 p
@@ -106,6 +111,7 @@ impl PhysMem {
         let m = &mut self.meta[pfn as usize];
         debug_assert_eq!(m.usage, FrameUse::Free);
         m.usage = usage;
+        m.refs = 1;
         if let FrameUse::Table(_) = usage {
             self.tables[pfn as usize] = Some(Box::new([0; PTRS_PER_TABLE]));
         }
@@ -118,10 +124,34 @@ impl PhysMem {
         let m = &mut self.meta[pfn as usize];
         debug_assert_ne!(m.usage, FrameUse::Free, "double free of frame {pfn}");
         m.usage = FrameUse::Free;
+        m.refs = 0;
         m.gen = m.gen.wrapping_add(1);
         self.tables[pfn as usize] = None;
         self.in_use -= 1;
         self.free.push(pfn);
+    }
+
+    /// `folio_get`: another mapping of the page (fork's `copy_present_pte`).
+    pub fn get_page(&mut self, pfn: Pfn) {
+        let m = &mut self.meta[pfn as usize];
+        m.refs = m.refs.saturating_add(1);
+    }
+
+    /// `folio_put`: drop one reference; the page is freed with the last.
+    /// Returns whether it was freed.
+    pub fn put_page(&mut self, pfn: Pfn) -> bool {
+        let m = &mut self.meta[pfn as usize];
+        if m.refs > 1 {
+            m.refs -= 1;
+            return false;
+        }
+        self.free(pfn);
+        true
+    }
+
+    /// `folio_ref_count`.
+    pub fn refs(&self, pfn: Pfn) -> u16 {
+        self.meta[pfn as usize].refs
     }
 
     /// Give a frame a new role without freeing it (e.g. a PTE table that is

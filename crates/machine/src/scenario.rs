@@ -80,6 +80,18 @@ impl<'de> Deserialize<'de> for Size {
 #[serde(rename_all = "lowercase")]
 pub enum Arch {
     X86,
+    Arm64,
+    Riscv,
+}
+
+impl Arch {
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::X86 => "x86",
+            Arch::Arm64 => "arm64",
+            Arch::Riscv => "riscv",
+        }
+    }
 }
 
 /// Where `struct flush_tlb_info` lives (seed x86-flush-tlb-info-on-stack).
@@ -156,6 +168,9 @@ pub struct WorkloadCfg {
     pub size: Size,
     /// Measured operations per measuring task.
     pub iterations: u64,
+    /// The period of a workload's periodic action in µs (usemem's
+    /// fork/exec interval); 0 = the workload's default.
+    pub period_us: u64,
 }
 
 impl Default for WorkloadCfg {
@@ -165,6 +180,7 @@ impl Default for WorkloadCfg {
             threads: 3,
             size: Size(4096),
             iterations: 10_000,
+            period_us: 0,
         }
     }
 }
@@ -200,6 +216,102 @@ impl Default for X86Cfg {
             paravirt: Paravirt::None,
             vcpu_run_us: 0,
             vcpu_preempt_us: 50,
+        }
+    }
+}
+
+/// How `__ptep_set_access_flags` invalidates the stale read-only entry
+/// after `wp_page_reuse` upgraded a PTE (seed arm64-local-tlbi-wp-fault).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WpReuseFlush {
+    /// Upstream: `flush_tlb_page`, a broadcast `TLBI VALE1IS` + `DSB ISH`.
+    Broadcast,
+    /// The seed: `local_flush_tlb_page`, `TLBI VALE1` + `DSB NSH`.
+    Local,
+}
+
+/// What `flush_tlb_fix_spurious_fault` does on arm64.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpuriousFaultFlush {
+    /// Upstream: nothing (every upgrade was broadcast, so a spurious fault
+    /// only raced with a flush that already completed).
+    None,
+    /// The seed: `local_flush_tlb_page_nonotify`.
+    Local,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Arm64Cfg {
+    /// Seed (c): `broadcast` (upstream) | `local`.
+    pub wp_reuse_flush: WpReuseFlush,
+    /// Seed (c): `none` (upstream) | `local`. `local` reuse with `none` here is
+    /// the unsafe combination: a stale read-only entry faults forever.
+    pub spurious_fault_flush: SpuriousFaultFlush,
+    /// FEAT_TLBIRANGE: `__flush_tlb_range` uses range TLBIs (`TLBI RVALE1IS`).
+    pub range_tlbi: bool,
+    /// `ID_AA64MMFR0_EL1.ASIDBits`: 8 or 16 (smaller values only to exercise rollover).
+    pub asid_bits: u32,
+}
+
+impl Default for Arm64Cfg {
+    fn default() -> Self {
+        Arm64Cfg {
+            wp_reuse_flush: WpReuseFlush::Broadcast,
+            spurious_fault_flush: SpuriousFaultFlush::None,
+            range_tlbi: false,
+            asid_bits: 16,
+        }
+    }
+}
+
+/// How RISC-V reaches other harts' TLBs (`riscv_use_sbi_for_rfence()`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rfence {
+    /// Kernel IPIs (`on_each_cpu_mask`), each target runs `sfence.vma` itself.
+    Ipi,
+    /// `sbi_remote_sfence_vma_asid`: an ecall; the firmware IPIs the harts.
+    Sbi,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RiscvCfg {
+    /// Remote flush mechanism: `ipi` | `sbi`.
+    pub rfence: Rfence,
+    /// `tlb_flush_all_threshold`: ranges over this many pages flush the whole ASID.
+    pub tlb_flush_all_threshold: u32,
+    /// ASID bits the hart implements (`satp.ASID` width, up to 16); 0 = no ASIDs.
+    pub asid_bits: u32,
+    /// Seed (d): queue flushes for harts not running the mm; apply at `switch_mm`.
+    pub defer_flush_to_context_switch: bool,
+    /// Seed (d): entries in each hart's deferred-flush queue before it
+    /// degrades to "flush the whole ASID".
+    pub flush_queue_depth: u32,
+    /// Seed (d) follow-up: clear a hart from `mm_cpumask` after it switched away
+    /// from the mm this many times while deferring (0 = never, as upstream).
+    pub cpumask_clear_threshold: u32,
+    /// UNSAFE (the v1 bug found in review): defer kernel-ASID flushes too.
+    pub defer_kernel_flush: bool,
+    /// UNSAFE: read `loaded_asid` before publishing the queued flush (no
+    /// ordering against `switch_mm`'s store of `loaded_asid`).
+    pub unordered_enqueue: bool,
+}
+
+impl Default for RiscvCfg {
+    fn default() -> Self {
+        RiscvCfg {
+            rfence: Rfence::Ipi,
+            tlb_flush_all_threshold: 64,
+            asid_bits: 16,
+            defer_flush_to_context_switch: false,
+            flush_queue_depth: 8,
+            cpumask_clear_threshold: 0,
+            defer_kernel_flush: false,
+            unordered_enqueue: false,
         }
     }
 }
@@ -256,6 +368,8 @@ pub struct Scenario {
     pub workload: WorkloadCfg,
     pub x86: X86Cfg,
     pub mm: MmCfg,
+    pub arm64: Arm64Cfg,
+    pub riscv: RiscvCfg,
     pub inject: InjectCfg,
 }
 
@@ -269,6 +383,8 @@ impl Default for Scenario {
             workload: WorkloadCfg::default(),
             x86: X86Cfg::default(),
             mm: MmCfg::default(),
+            arm64: Arm64Cfg::default(),
+            riscv: RiscvCfg::default(),
             inject: InjectCfg::default(),
         }
     }
@@ -396,6 +512,12 @@ impl Scenario {
                 w.iterations
             )));
         }
+        if w.period_us > 3_600_000_000 {
+            return Err(Error::Range(format!(
+                "workload.period_us = {} (allowed 0..=3600000000)",
+                w.period_us
+            )));
+        }
         if w.size.0 == 0 || w.size.0 > m.memory.0 {
             return Err(Error::Range(format!(
                 "workload.size = {} (must be positive and fit machine.memory = {})",
@@ -426,6 +548,52 @@ impl Scenario {
                     .into(),
             ));
         }
+        if m.arch == Arch::Riscv {
+            return Err(Error::Unsupported(
+                "machine.arch = \"riscv\" is not modelled yet (issue 6)".into(),
+            ));
+        }
+        let a = &self.arm64;
+        if !(2..=16).contains(&a.asid_bits) {
+            return Err(Error::Range(format!(
+                "arm64.asid_bits = {} (allowed 2..=16; hardware has 8 or 16)",
+                a.asid_bits
+            )));
+        }
+        let r = &self.riscv;
+        if r.asid_bits > 16 || r.asid_bits == 1 {
+            return Err(Error::Range(format!(
+                "riscv.asid_bits = {} (allowed 0 or 2..=16)",
+                r.asid_bits
+            )));
+        }
+        if !(1..=4096).contains(&r.flush_queue_depth) || r.tlb_flush_all_threshold > 1 << 20 {
+            return Err(Error::Range(format!(
+                "riscv.flush_queue_depth = {} (allowed 1..=4096), riscv.tlb_flush_all_threshold = {}",
+                r.flush_queue_depth, r.tlb_flush_all_threshold
+            )));
+        }
+        if r.cpumask_clear_threshold > 0 && !r.defer_flush_to_context_switch {
+            return Err(Error::Config(
+                "riscv.cpumask_clear_threshold needs riscv.defer_flush_to_context_switch = true"
+                    .into(),
+            ));
+        }
+        if (r.defer_flush_to_context_switch || r.defer_kernel_flush) && r.asid_bits == 0 {
+            return Err(Error::Config(
+                "riscv.defer_flush_to_context_switch needs ASIDs (riscv.asid_bits > 0)".into(),
+            ));
+        }
+        if m.arch != Arch::X86
+            && (x.invlpgb
+                || x.paravirt != Paravirt::None
+                || x.flush_tlb_info != FlushTlbInfoPlacement::Percpu)
+        {
+            return Err(Error::Config(format!(
+                "x86.* switches (invlpgb, paravirt, flush_tlb_info) need machine.arch = \"x86\", not \"{}\"",
+                m.arch.name()
+            )));
+        }
         Ok(())
     }
 
@@ -437,7 +605,39 @@ impl Scenario {
     /// Every switch and its allowed values, for `tlblab list`.
     pub fn switches() -> Vec<(&'static str, &'static str, &'static str)> {
         vec![
-            ("machine.arch", "x86", "architecture whose flush paths run"),
+            ("machine.arch", "x86 | arm64 | riscv", "architecture whose flush paths run"),
+            (
+                "arm64.wp_reuse_flush",
+                "broadcast | local",
+                "seed arm64-local-tlbi-wp-fault: TLBI after wp_page_reuse upgrades a PTE",
+            ),
+            (
+                "arm64.spurious_fault_flush",
+                "none | local",
+                "seed arm64-local-tlbi-wp-fault: flush_tlb_fix_spurious_fault (none + local reuse = UNSAFE livelock)",
+            ),
+            ("arm64.range_tlbi", "true | false", "FEAT_TLBIRANGE range invalidation"),
+            ("arm64.asid_bits", "8 | 16 (2..16)", "ASID width; small values exercise rollover"),
+            ("riscv.rfence", "ipi | sbi", "remote sfence.vma by kernel IPI or SBI firmware call"),
+            (
+                "riscv.defer_flush_to_context_switch",
+                "true | false",
+                "seed riscv-defer-flush: queue flushes for harts not running the mm",
+            ),
+            ("riscv.flush_queue_depth", "entries (8)", "deferred queue depth; overflow flushes the ASID"),
+            (
+                "riscv.cpumask_clear_threshold",
+                "switches (0 = never)",
+                "clear a hart from mm_cpumask after N switches away",
+            ),
+            ("riscv.tlb_flush_all_threshold", "pages (64)", "ranges longer than this flush the ASID"),
+            ("riscv.asid_bits", "0 | 2..16 (16)", "ASID width; 0 = no ASIDs"),
+            ("riscv.defer_kernel_flush", "true | false", "UNSAFE (v1 bug): defer kernel-ASID flushes"),
+            (
+                "riscv.unordered_enqueue",
+                "true | false",
+                "UNSAFE: loaded_asid read not ordered against the queued flush",
+            ),
             (
                 "x86.flush_tlb_info",
                 "percpu | stack_aligned | stack_unaligned",

@@ -24,6 +24,8 @@ const HUGE_TAG: u64 = 1 << 63;
 struct Entry {
     tag: u64,
     pfn: Pfn,
+    /// Monitor-only: the address space the translation was filled for.
+    owner: u32,
     frame_gen: u32,
     epoch: u32,
     gepoch: u32,
@@ -52,6 +54,10 @@ pub struct TlbHit {
     pub frame_gen: u32,
     pub writable: bool,
     pub huge: bool,
+    /// Monitor-only (no hardware keeps it): the address space (mm id) that
+    /// the walk which filled this translation ran in. A hit for another mm
+    /// means an ASID was reused without a flush.
+    pub owner: u32,
 }
 
 /// A PTE table found in the paging-structure cache.
@@ -150,6 +156,7 @@ impl Tlb {
                     self.entries[i].lru = self.tick;
                     return Some(TlbHit {
                         pfn: e.pfn,
+                        owner: e.owner,
                         frame_gen: e.frame_gen,
                         writable: e.flags & WRITE != 0,
                         huge: e.flags & HUGE != 0,
@@ -193,6 +200,7 @@ impl Tlb {
         self.entries[victim] = Entry {
             tag,
             pfn: hit.pfn,
+            owner: hit.owner,
             frame_gen: hit.frame_gen,
             epoch: self.epoch(asid),
             gepoch: self.gepoch,
@@ -307,6 +315,7 @@ mod tests {
 
     fn hit(pfn: Pfn) -> TlbHit {
         TlbHit {
+            owner: 0,
             pfn,
             frame_gen: 1,
             writable: true,
@@ -352,6 +361,7 @@ mod tests {
             0,
             0x20_0000,
             TlbHit {
+                owner: 0,
                 pfn: 3,
                 frame_gen: 1,
                 writable: false,

@@ -158,6 +158,19 @@ pub struct Sim {
     pub violations: Vec<ViolationRecord>,
     /// Time spent in user-visible ops across all ops; completed ops by any task.
     pub ops_done: u64,
+    /// arm64: when the shared DVM path is free again (ps).
+    dvm_free_ps: u64,
+    /// arm64: broadcast TLBIs issued so far, and how many of them each
+    /// core has already been charged snoop work for.
+    pub dvm_ops: u64,
+    dvm_seen: Vec<u64>,
+    /// Busy CPU time (every priced step), in ps.
+    pub busy_ps: u64,
+    /// Of that, TLB maintenance: flush instructions and their completion
+    /// waits (`Cost::is_tlb_maintenance`, DVM queueing and sync), in ps.
+    pub maint_ps: u64,
+    /// Of that, waiting for the DVM path (queueing + fan-out + DSB ISH), in ps.
+    pub dvm_wait_ps: u64,
 }
 
 impl Sim {
@@ -190,6 +203,12 @@ impl Sim {
             trace: VecDeque::with_capacity(opts.trace_depth + 1),
             violations: Vec::new(),
             ops_done: 0,
+            dvm_free_ps: 0,
+            dvm_ops: 0,
+            dvm_seen: vec![0; n],
+            busy_ps: 0,
+            maint_ps: 0,
+            dvm_wait_ps: 0,
             opts,
         };
         for c in 0..n as CpuId {
@@ -402,14 +421,43 @@ impl Sim {
     /// jitter applied) and returns the step's duration in ns.
     fn price(&mut self, cpu: CpuId, fx: &Effects) -> Time {
         self.offsets.clear();
-        let mut acc = 0u64;
+        let c = cpu as usize;
+        // Every broadcast TLBI since this core last ran was looked up in its
+        // TLB too: that work is stolen from whatever it runs now.
+        let snooped = self.dvm_ops - self.dvm_seen[c];
+        self.dvm_seen[c] = self.dvm_ops;
+        let mut acc = snooped * self.ps[Cost::DvmSnoop as usize];
+        let mut maint = acc;
+        let now_ps = self.now * PS;
         let mut batch_missed = false;
         let transfer = self.ps[Cost::CacheLineTransfer as usize];
         let concurrent = self.ps[Cost::CacheLineConcurrent as usize];
         for ch in &fx.charges {
             self.offsets.push(acc);
             acc += match *ch {
-                Charge::Cost(c, n) => self.ps[c as usize] * n as u64,
+                Charge::Cost(c, n) => {
+                    let p = self.ps[c as usize] * n as u64;
+                    if c.is_tlb_maintenance() {
+                        maint += p;
+                    }
+                    p
+                }
+                Charge::Dvm(ops) => {
+                    // The DVM path is shared: this CPU's broadcasts start when
+                    // earlier ones (any CPU's) are through; each occupies it
+                    // for a fan-out to every core; DSB ISH then syncs.
+                    let ncpu = self.world.cpus.len() as u64;
+                    let start = now_ps + acc;
+                    let begin = start.max(self.dvm_free_ps);
+                    let occupy = ops as u64 * ncpu * self.ps[Cost::DvmOpPerCore as usize];
+                    self.dvm_free_ps = begin + occupy;
+                    self.dvm_ops += ops as u64;
+                    self.dvm_seen[c] += ops as u64;
+                    let wait = begin - start + occupy + self.ps[Cost::DsbIsh as usize];
+                    self.dvm_wait_ps += wait;
+                    maint += wait;
+                    wait
+                }
                 Charge::Ns(ns) => ns as u64 * PS,
                 Charge::Line { addr, write, batch } => {
                     if !batch {
@@ -426,6 +474,8 @@ impl Sim {
             };
         }
         self.offsets.push(acc);
+        self.busy_ps += acc;
+        self.maint_ps += maint;
         let j = self.opts.jitter_pct as u64 * 10_000; // parts per million
         self.scale = if j > 0 && acc > 0 {
             1_000_000 - j + self.rng.below(2 * j + 1)
@@ -467,6 +517,14 @@ impl Sim {
             }
             Stat::Done(_) => {}
         }
+    }
+
+    /// The last `trace_depth` events (labels), oldest first.
+    pub fn trace_tail(&self) -> Vec<String> {
+        self.trace
+            .iter()
+            .map(|(t, c, l)| format!("t={t}ns CPU{c}: {l}"))
+            .collect()
     }
 
     fn record_violation(&mut self, v: Violation) {

@@ -54,6 +54,24 @@ pub struct Report {
     pub spurious_faults: u64,
     pub violations: Vec<ViolationRecord>,
     pub arch: BTreeMap<String, u64>,
+    /// Where the CPUs' busy time went (what `perf` would attribute).
+    pub cycles: Cycles,
+    /// `run --trace N`: the last N events of the run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub trace: Vec<String>,
+}
+
+/// Busy CPU time and the share of it spent on TLB maintenance: flush
+/// instructions (INVLPG, CR3 flushes, INVLPGB/TLBSYNC, TLBI, sfence.vma, SBI
+/// fences) and their completion waits (arm64 DVM queueing and DSB ISH).
+/// Time blocked waiting for IPI targets is not busy time and is not in it.
+#[derive(Serialize, Clone, Debug)]
+pub struct Cycles {
+    pub busy_ns: u64,
+    pub tlb_maintenance_ns: u64,
+    pub dvm_wait_ns: u64,
+    /// `tlb_maintenance_ns / busy_ns`.
+    pub flush_share: f64,
 }
 
 fn r3(x: f64) -> f64 {
@@ -119,6 +137,21 @@ impl Report {
             ("pmd_shares", c.pmd_shares),
             ("pmd_unshares", c.pmd_unshares),
             ("rcu_table_batches", c.rcu_table_batches),
+            ("tlbi_is", c.tlbi_is),
+            ("dsb_ish", c.dsb_ish),
+            ("tlbi_local", c.tlbi_local),
+            ("dvm_ops", sim.dvm_ops),
+            ("asid_rollovers", w.asids.rollovers),
+            ("wp_reuse", c.wp_reuse),
+            ("wp_copy", c.wp_copy),
+            ("forks", c.forks),
+            ("spurious_livelocks", c.spurious_livelocks),
+            ("sfence_vma", c.sfence_vma),
+            ("sbi_rfence", c.sbi_rfence),
+            ("deferred_flushes", c.deferred_flushes),
+            ("deferred_applied", c.deferred_applied),
+            ("deferred_overflows", c.deferred_overflows),
+            ("cpumask_cleared", c.cpumask_cleared),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -141,6 +174,13 @@ impl Report {
             spurious_faults: c.spurious_faults,
             violations: sim.violations.clone(),
             arch,
+            cycles: Cycles {
+                busy_ns: sim.busy_ps / 1000,
+                tlb_maintenance_ns: sim.maint_ps / 1000,
+                dvm_wait_ns: sim.dvm_wait_ps / 1000,
+                flush_share: r3(sim.maint_ps as f64 / sim.busy_ps.max(1) as f64 * 100.0) / 100.0,
+            },
+            trace: sim.trace_tail(),
         }
     }
 
@@ -198,6 +238,37 @@ impl Report {
             "  page faults {} (spurious {})",
             self.page_faults, self.spurious_faults
         );
+        let _ = writeln!(
+            s,
+            "  TLB maintenance: {:.2}% of {:.3} ms busy CPU time",
+            self.cycles.flush_share * 100.0,
+            self.cycles.busy_ns as f64 / 1e6
+        );
+        let a = &self.arch;
+        if a["tlbi_is"] + a["tlbi_local"] > 0 {
+            let _ = writeln!(
+                s,
+                "  arm64: TLBI IS ops {}  DSB ISH {}  local TLBI {}  DVM wait {:.3} ms  ASID rollovers {}",
+                a["tlbi_is"],
+                a["dsb_ish"],
+                a["tlbi_local"],
+                self.cycles.dvm_wait_ns as f64 / 1e6,
+                a["asid_rollovers"]
+            );
+        }
+        if a["forks"] > 0 {
+            let _ = writeln!(
+                s,
+                "  fork {}  wp_page_reuse {}  wp_page_copy {}",
+                a["forks"], a["wp_reuse"], a["wp_copy"]
+            );
+        }
+        if !self.trace.is_empty() {
+            let _ = writeln!(s, "  last {} events:", self.trace.len());
+            for l in &self.trace {
+                let _ = writeln!(s, "    {l}");
+            }
+        }
         if self.violations.is_empty() {
             let _ = writeln!(s, "  invariants: no violations");
         } else {

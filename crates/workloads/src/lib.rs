@@ -12,6 +12,7 @@ pub mod hugetlb;
 pub mod khugepaged;
 pub mod madvise_dontneed;
 pub mod tlb_flush;
+pub mod usemem;
 
 /// Where the benchmarks' mappings start (a typical mmap base).
 pub const MAP_BASE: u64 = 0x7f00_0000_0000;
@@ -37,6 +38,8 @@ pub fn catalogue() -> Vec<WorkloadInfo> {
         khugepaged::COLLAPSE,
         khugepaged::RACE,
         hugetlb::UNSHARE,
+        usemem::USEMEM,
+        usemem::COW_RACE,
     ]
 }
 

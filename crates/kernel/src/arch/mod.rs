@@ -1,2 +1,167 @@
-//! Architecture code (`arch/`).
+//! Architecture code (`arch/`), and the hooks generic mm code calls, each
+//! dispatching on `machine.arch` as the kernel does at build time.
+pub mod arm64;
+pub mod asid;
+pub mod riscv;
 pub mod x86;
+
+use crate::effects::{Effects, Label};
+use crate::world::{Flow, Frame, World};
+use crate::{MmId, TaskId, INIT_MM, TLB_FLUSH_ALL};
+use machine::scenario::Arch;
+use machine::{Cost, CpuId, Pfn, PAGE_SHIFT, PAGE_SIZE};
+
+/// `tlb_flush(tlb)` (arch/*/include/asm/tlb.h): flush what the gather covered.
+pub fn tlb_flush(w: &mut World, task: TaskId, fx: &mut Effects) -> Flow {
+    match w.cfg.arch {
+        Arch::X86 => x86::tlb::tlb_flush(w, task),
+        Arch::Arm64 => arm64::tlbflush::tlb_flush(w, task, fx),
+        Arch::Riscv => {
+            let g = &w.tasks[task as usize].gather;
+            if !g.needs_flush() {
+                return Flow::Continue;
+            }
+            let (mm, start, end) = (g.mm, g.start, g.end);
+            riscv_flush_tlb_range(mm, start, end)
+        }
+    }
+}
+
+fn riscv_flush_tlb_range(mm: MmId, start: u64, end: u64) -> Flow {
+    let _ = (mm, start, end);
+    unimplemented!("riscv flush")
+}
+
+/// `flush_tlb_mm(mm)`: every translation of `mm`, on every CPU that may hold one.
+pub fn flush_tlb_mm(w: &mut World, mm: MmId, fx: &mut Effects) -> Flow {
+    match w.cfg.arch {
+        Arch::X86 => Flow::Call(Frame::FlushTlbMmRange(x86::tlb::FlushTlbMmRange::new(
+            mm,
+            0,
+            TLB_FLUSH_ALL,
+            PAGE_SHIFT,
+            false,
+        ))),
+        Arch::Arm64 => {
+            arm64::tlbflush::flush_tlb_mm(w, mm, fx);
+            Flow::Yield
+        }
+        Arch::Riscv => riscv_flush_tlb_range(mm, 0, TLB_FLUSH_ALL),
+    }
+}
+
+/// `flush_tlb_page(vma, va)` (as `ptep_clear_flush` uses it).
+pub fn flush_tlb_page(w: &mut World, mm: MmId, va: u64, fx: &mut Effects) -> Flow {
+    match w.cfg.arch {
+        Arch::X86 => Flow::Call(Frame::FlushTlbMmRange(x86::tlb::FlushTlbMmRange::new(
+            mm,
+            va,
+            va + PAGE_SIZE,
+            PAGE_SHIFT,
+            false,
+        ))),
+        Arch::Arm64 => {
+            arm64::tlbflush::flush_tlb_page(w, mm, va, fx);
+            Flow::Yield
+        }
+        Arch::Riscv => riscv_flush_tlb_range(mm, va, va + PAGE_SIZE),
+    }
+}
+
+/// `switch_mm_irqs_off` / `switch_mm` as `context_switch` calls it for a task
+/// with an mm.
+pub fn switch_mm(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) {
+    match w.cfg.arch {
+        Arch::X86 => {
+            x86::tlb::switch_mm_irqs_off(w, cpu, next, fx);
+        }
+        Arch::Arm64 | Arch::Riscv => {
+            arm64::tlbflush::switch_mm(w, cpu, next, fx);
+        }
+    }
+}
+
+/// `enter_lazy_tlb`: x86 keeps the old mm loaded and marks the CPU lazy;
+/// arm64 and RISC-V have no lazy-TLB filtering (arm64 loads the reserved
+/// TTBR0 when it switches to `init_mm`; RISC-V keeps `satp`).
+pub fn enter_lazy_tlb(w: &mut World, cpu: CpuId, fx: &mut Effects) {
+    match w.cfg.arch {
+        Arch::X86 => x86::tlb::enter_lazy_tlb(w, cpu, fx),
+        Arch::Arm64 => {
+            arm64::tlbflush::switch_mm(w, cpu, INIT_MM, fx);
+        }
+        Arch::Riscv => {}
+    }
+}
+
+/// `ptep_set_access_flags` as `wp_page_reuse` calls it: install the more
+/// permissive `entry`. x86 writes it and flushes nothing (a stale read-only
+/// entry elsewhere costs a spurious fault); arm64 invalidates per the seed's
+/// switch; RISC-V's `update_mmu_cache` does a local `sfence.vma`.
+#[allow(clippy::too_many_arguments)]
+pub fn ptep_set_access_flags(
+    w: &mut World,
+    cpu: CpuId,
+    mm: MmId,
+    table: Pfn,
+    idx: usize,
+    va: u64,
+    entry: u64,
+    fx: &mut Effects,
+) {
+    match w.cfg.arch {
+        Arch::X86 => w.mem.write(table, idx, entry),
+        Arch::Arm64 => {
+            arm64::fault::__ptep_set_access_flags(w, cpu, mm, table, idx, va, entry, fx);
+        }
+        Arch::Riscv => {
+            w.mem.write(table, idx, entry);
+            riscv_local_flush_tlb_page(w, cpu, va, fx);
+        }
+    }
+}
+
+/// RISC-V `local_flush_tlb_page`: `sfence.vma va, asid` on this hart.
+fn riscv_local_flush_tlb_page(w: &mut World, cpu: CpuId, va: u64, fx: &mut Effects) {
+    let asid = w.cpus[cpu as usize].tlbstate.loaded_mm_asid;
+    w.cpus[cpu as usize].tlb.flush_one(asid, va);
+    w.counters.sfence_vma += 1;
+    fx.cost(Cost::SfenceVma, 1);
+    fx.label(Label::SfenceVma {
+        asid,
+        va,
+        all: false,
+    });
+}
+
+/// `flush_tlb_fix_spurious_fault(vma, va, ptep)`: x86 INVLPGs a write
+/// fault's address locally; arm64 per the seed's switch; RISC-V's
+/// `update_mmu_cache` flushes the page locally.
+pub fn flush_tlb_fix_spurious_fault(
+    w: &mut World,
+    cpu: CpuId,
+    mm: MmId,
+    va: u64,
+    write: bool,
+    fx: &mut Effects,
+) {
+    match w.cfg.arch {
+        Arch::X86 => {
+            if write {
+                let asid = w.cpus[cpu as usize].tlbstate.loaded_mm_asid;
+                w.cpus[cpu as usize].tlb.flush_one(asid, va);
+                w.counters.invlpg += 1;
+                fx.cost(Cost::Invlpg, 1);
+            }
+        }
+        Arch::Arm64 => arm64::fault::flush_tlb_fix_spurious_fault(w, cpu, mm, va, fx),
+        Arch::Riscv => riscv_local_flush_tlb_page(w, cpu, va, fx),
+    }
+}
+
+/// Does a permission fault drop the TLB entry that caused it? x86 does
+/// (SDM 4.10.4.1); arm64 and RISC-V may keep it, so only the kernel's
+/// spurious-fault flush gets rid of a stale read-only entry.
+pub fn fault_drops_entry(w: &World) -> bool {
+    w.cfg.arch == Arch::X86
+}

@@ -28,9 +28,23 @@ pub fn user_access(w: &mut World, cpu: CpuId, va: u64, write: bool, fx: &mut Eff
     let mm = w.cpus[c].tlbstate.loaded_mm;
     if let Some(h) = w.cpus[c].tlb.lookup(asid, va) {
         if write && !h.writable {
-            // x86 drops the faulting translation (SDM 4.10.4.1) and raises #PF.
-            w.cpus[c].tlb.flush_one(asid, va);
+            // x86 drops the faulting translation (SDM 4.10.4.1) and raises
+            // #PF; arm64 and RISC-V may keep it cached.
+            if crate::arch::fault_drops_entry(w) {
+                w.cpus[c].tlb.flush_one(asid, va);
+            }
             return Access::Fault;
+        }
+        if h.owner != mm {
+            w.violation(
+                5,
+                cpu,
+                va,
+                format!(
+                    "CPU{cpu} running mm{mm} hit a translation of {va:#x} cached for mm{} under the same ASID {asid}: the ASID was reused without a TLB flush",
+                    h.owner
+                ),
+            );
         }
         check_frame(w, cpu, va, h, "TLB hit");
         w.counters.tlb_hits += 1;
@@ -72,6 +86,7 @@ pub fn user_access(w: &mut World, cpu: CpuId, va: u64, write: bool, fx: &mut Eff
         None => return Access::Fault,
         Some(Walk::Huge(e)) => (
             TlbHit {
+                owner: mm,
                 pfn: pte::pfn(e),
                 frame_gen: w.mem.gen(pte::pfn(e)),
                 writable: pte::writable(e),
@@ -87,6 +102,7 @@ pub fn user_access(w: &mut World, cpu: CpuId, va: u64, write: bool, fx: &mut Eff
             let pfn = pte::pfn(e);
             (
                 TlbHit {
+                    owner: mm,
                     pfn,
                     frame_gen: w.mem.gen(pfn),
                     writable: pte::writable(e),

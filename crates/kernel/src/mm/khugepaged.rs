@@ -180,10 +180,4 @@ impl CollapseHugePage {
     }
 }
 
-/// `mmap_write_unlock`: wake every CPU that may wait on the lock.
-fn mmap_write_unlock(w: &mut World, mm: crate::MmId, fx: &mut Effects) {
-    w.mms[mm as usize].mmap_lock_writer = None;
-    for c in w.mms[mm as usize].cpumask.iter() {
-        fx.wake(c);
-    }
-}
+use crate::mm::mmap::mmap_write_unlock;

@@ -11,6 +11,17 @@ use crate::TaskId;
 use machine::mem::{pte, table_index};
 use machine::{Cost, CpuId, HPAGE_SIZE};
 
+/// include/linux/mmap_lock.h: `mmap_write_unlock`: wake every CPU running a
+/// task of `mm` (any of them may wait on the lock in a fault).
+pub fn mmap_write_unlock(w: &mut World, mm: crate::MmId, fx: &mut Effects) {
+    w.mms[mm as usize].mmap_lock_writer = None;
+    for c in &w.cpus {
+        if c.curr.is_some_and(|t| w.tasks[t as usize].mm == mm) {
+            fx.wake(c.id);
+        }
+    }
+}
+
 /// 1 GiB: the range one PMD table maps (`PUD_SIZE`).
 pub const PUD_SIZE: u64 = 1 << 30;
 

@@ -104,7 +104,7 @@ pub fn free_batches(w: &mut World, tlb: &mut MmuGather, fx: &mut Effects) {
     }
     fx.cost(Cost::FreePage, tlb.pages.len() as u32);
     for pfn in tlb.pages.drain(..) {
-        w.mem.free(pfn);
+        w.mem.put_page(pfn);
     }
     if !tlb.tables.is_empty() {
         fx.cost(Cost::FreeTable, tlb.tables.len() as u32);
@@ -191,7 +191,7 @@ pub fn tlb_flush_mmu_tlbonly(w: &mut World, task: TaskId, fx: &mut Effects) -> F
         free_batches(w, &mut tlb, fx);
         w.tasks[task as usize].gather = tlb;
     }
-    crate::arch::x86::tlb::tlb_flush(w, task)
+    crate::arch::tlb_flush(w, task, fx)
 }
 
 /// The second half of `tlb_flush_mmu`, once the flush has returned.

@@ -1,4 +1,5 @@
 //! Generic memory management (`mm/`).
+pub mod fork;
 pub mod gup;
 pub mod khugepaged;
 pub mod madvise;

@@ -1,6 +1,6 @@
 //! kernel/sched/core.c: picking the next task and `context_switch`.
 
-use crate::arch::x86::tlb::{enter_lazy_tlb, switch_mm_irqs_off};
+use crate::arch::{enter_lazy_tlb, switch_mm};
 use crate::effects::Effects;
 use crate::world::{TaskState, World};
 use crate::INIT_MM;
@@ -8,7 +8,7 @@ use machine::{Cost, CpuId};
 
 /// kernel/sched/core.c: `__schedule` → `context_switch`: run the next task on
 /// this CPU's runqueue, or go idle. A task without an mm (kernel thread, idle)
-/// gets `enter_lazy_tlb`; a user task gets `switch_mm_irqs_off`.
+/// gets `enter_lazy_tlb`; a user task gets `switch_mm` (x86: `switch_mm_irqs_off`).
 pub fn schedule(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     let next = w.cpus[cpu as usize].rq.pop_front();
     fx.cost(Cost::ContextSwitch, 1);
@@ -21,7 +21,7 @@ pub fn schedule(w: &mut World, cpu: CpuId, fx: &mut Effects) {
             if mm == INIT_MM {
                 enter_lazy_tlb(w, cpu, fx);
             } else {
-                switch_mm_irqs_off(w, cpu, mm, fx);
+                switch_mm(w, cpu, mm, fx);
             }
         }
         None => enter_lazy_tlb(w, cpu, fx),

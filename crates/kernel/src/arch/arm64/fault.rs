@@ -1,0 +1,54 @@
+//! arch/arm64/mm/fault.c and arch/arm64/include/asm/pgtable.h: the
+//! access-flag / write-permission upgrade and the spurious-fault fix-up
+//! (seed arm64-local-tlbi-wp-fault).
+
+use crate::arch::arm64::tlbflush::{flush_tlb_page, local_flush_tlb_page};
+use crate::effects::Effects;
+use crate::world::World;
+use crate::MmId;
+use machine::scenario::{SpuriousFaultFlush, WpReuseFlush};
+use machine::{CpuId, Pfn};
+
+/// arch/arm64/mm/fault.c: `__ptep_set_access_flags`: install the more
+/// permissive `entry`; if it changed the PTE, invalidate the stale read-only
+/// entry: upstream by broadcast (`flush_tlb_page`), with the seed only on
+/// this CPU (`local_flush_tlb_page`): other CPUs that cached the read-only
+/// entry take a spurious fault. Returns whether the PTE changed.
+#[allow(clippy::too_many_arguments)]
+pub fn __ptep_set_access_flags(
+    w: &mut World,
+    cpu: CpuId,
+    mm: MmId,
+    table: Pfn,
+    idx: usize,
+    va: u64,
+    entry: u64,
+    fx: &mut Effects,
+) -> bool {
+    let old = w.mem.read(table, idx).unwrap_or(0);
+    if old == entry {
+        return false;
+    }
+    w.mem.write(table, idx, entry);
+    match w.cfg.arm64.wp_reuse_flush {
+        WpReuseFlush::Broadcast => flush_tlb_page(w, mm, va, fx),
+        WpReuseFlush::Local => local_flush_tlb_page(w, cpu, mm, va, fx),
+    }
+    true
+}
+
+/// arch/arm64/include/asm/pgtable.h: `flush_tlb_fix_spurious_fault`: a no-op
+/// upstream; the seed makes it `local_flush_tlb_page_nonotify`, so a CPU that
+/// faulted on a stale read-only entry drops it and the retry succeeds.
+pub fn flush_tlb_fix_spurious_fault(
+    w: &mut World,
+    cpu: CpuId,
+    mm: MmId,
+    va: u64,
+    fx: &mut Effects,
+) {
+    match w.cfg.arm64.spurious_fault_flush {
+        SpuriousFaultFlush::None => {}
+        SpuriousFaultFlush::Local => local_flush_tlb_page(w, cpu, mm, va, fx),
+    }
+}

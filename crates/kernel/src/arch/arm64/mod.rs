@@ -1,0 +1,4 @@
+//! arch/arm64: TLB maintenance by broadcast TLBI (no IPIs), ASIDs, and the
+//! write-protect fault path of seed arm64-local-tlbi-wp-fault.
+pub mod fault;
+pub mod tlbflush;

@@ -1,0 +1,156 @@
+//! kernel/fork.c: `fork` → `copy_process` → `copy_mm` → `dup_mm` →
+//! `dup_mmap`, and mm/memory.c: `copy_page_range`.
+//!
+//! The parent's private writable PTEs are write-protected and shared with
+//! the child (each page gains a reference); `flush_tlb_mm(oldmm)` at the end
+//! makes every CPU drop the parent's writable translations. The next write
+//! by the parent takes a write-protect fault: `wp_page_copy` while the child
+//! still maps the page, `wp_page_reuse` once the child has exec'd or exited.
+
+use crate::effects::{Effects, Label};
+use crate::mm::memory::{pte_alloc_walk, pte_table};
+use crate::user::UserOp;
+use crate::world::{Flow, World};
+use crate::{MmId, TaskId};
+use machine::mem::{pte, table_index};
+use machine::{Cost, CpuId, HPAGE_SIZE, PAGE_SIZE};
+use std::sync::Arc;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Pc {
+    /// `copy_process`, `dup_mm`: `mmap_write_lock(oldmm)`, a new mm, the VMAs.
+    Enter,
+    /// `copy_page_range` of VMA `vma`, one PTE table (`copy_pte_range`) per step.
+    Copy { vma: u16, addr: u64 },
+    /// `flush_tlb_mm(oldmm)`.
+    Flush,
+    /// `mmap_write_unlock(oldmm)`; `wake_up_new_task(child)`.
+    Done,
+}
+
+/// `fork()` in progress.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Fork {
+    pub child_cpu: CpuId,
+    pub child_prog: Arc<[UserOp]>,
+    pub child_mm: MmId,
+    pub pc: Pc,
+}
+
+impl Fork {
+    pub fn new(child_cpu: CpuId, child_prog: Arc<[UserOp]>) -> Self {
+        Fork {
+            child_cpu,
+            child_prog,
+            child_mm: 0,
+            pc: Pc::Enter,
+        }
+    }
+
+    /// kernel/fork.c: `dup_mmap`.
+    pub fn step(&mut self, w: &mut World, _cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
+        let mm = w.tasks[task as usize].mm;
+        match self.pc {
+            Pc::Enter => {
+                fx.cost(Cost::SyscallEntryExit, 1);
+                fx.cost(Cost::ForkFixed, 1);
+                fx.label(Label::Syscall { nr: "fork" });
+                let child = match w.mm_alloc() {
+                    Ok(m) => m,
+                    Err(e) => {
+                        w.violation(0, 0, 0, format!("fork: {e}"));
+                        return Flow::Return;
+                    }
+                };
+                w.mms[mm as usize].mmap_lock_writer = Some(task);
+                w.mms[child as usize].vmas = w.mms[mm as usize].vmas.clone();
+                w.counters.forks += 1;
+                fx.label(Label::Fork { parent: mm, child });
+                self.child_mm = child;
+                let start = w.mms[mm as usize].vmas.first().map_or(0, |v| v.start);
+                self.pc = Pc::Copy {
+                    vma: 0,
+                    addr: start,
+                };
+                Flow::Yield
+            }
+            Pc::Copy { vma, addr } => {
+                let Some(v) = w.mms[mm as usize].vmas.get(vma as usize).cloned() else {
+                    self.pc = Pc::Flush;
+                    return Flow::Continue;
+                };
+                if addr >= v.end || v.hugetlb {
+                    let next = w.mms[mm as usize]
+                        .vmas
+                        .get(vma as usize + 1)
+                        .map_or(0, |n| n.start);
+                    self.pc = Pc::Copy {
+                        vma: vma + 1,
+                        addr: next,
+                    };
+                    return Flow::Continue;
+                }
+                let next = copy_pte_range(w, mm, self.child_mm, addr, v.end, v.writable, fx);
+                self.pc = Pc::Copy { vma, addr: next };
+                Flow::Yield
+            }
+            Pc::Flush => {
+                self.pc = Pc::Done;
+                crate::arch::flush_tlb_mm(w, mm, fx)
+            }
+            Pc::Done => {
+                crate::mm::mmap::mmap_write_unlock(w, mm, fx);
+                let prog: Vec<UserOp> = self.child_prog.to_vec();
+                w.spawn(self.child_mm, self.child_cpu, prog, false);
+                fx.wake(self.child_cpu);
+                Flow::Return
+            }
+        }
+    }
+}
+
+/// mm/memory.c: `copy_pte_range` → `copy_present_pte` for the part of
+/// `[addr, end)` in one PTE table: share every present page with the child
+/// (`folio_try_dup_anon_rmap_pte`) and write-protect both PTEs of a
+/// writable private mapping (`ptep_set_wrprotect`). Returns where the next
+/// table starts.
+fn copy_pte_range(
+    w: &mut World,
+    src: MmId,
+    dst: MmId,
+    addr: u64,
+    end: u64,
+    cow: bool,
+    fx: &mut Effects,
+) -> u64 {
+    let next = ((addr / HPAGE_SIZE) + 1) * HPAGE_SIZE;
+    let stop = next.min(end);
+    let Some(table) = pte_table(w, src, addr) else {
+        return stop;
+    };
+    let dst_table = match pte_alloc_walk(w, dst, addr) {
+        Ok(t) => t,
+        Err(e) => {
+            w.violation(0, 0, addr, format!("fork: {e}"));
+            return end;
+        }
+    };
+    let mut copied = 0u32;
+    let mut va = addr & !(PAGE_SIZE - 1);
+    while va < stop {
+        let idx = table_index(va, 1);
+        let mut e = w.mem.read(table, idx).unwrap_or(0);
+        if pte::present(e) {
+            if cow && pte::writable(e) {
+                e &= !pte::WRITE;
+                w.mem.write(table, idx, e);
+            }
+            w.mem.get_page(pte::pfn(e));
+            w.mem.write(dst_table, idx, e);
+            copied += 1;
+        }
+        va += PAGE_SIZE;
+    }
+    fx.cost(Cost::CopyPte, copied);
+    stop
+}
