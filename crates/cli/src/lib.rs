@@ -18,6 +18,10 @@ pub const BUNDLED: &[(&str, &str)] = &[
         include_str!("../../../scenarios/usemem-fork-exec.toml"),
     ),
     (
+        "mmapstress01",
+        include_str!("../../../scenarios/mmapstress01.toml"),
+    ),
+    (
         "cow-reuse-race",
         include_str!("../../../scenarios/cow-reuse-race.toml"),
     ),
@@ -174,6 +178,8 @@ pub fn run_with_profile(
         smi_ns: s.machine.smi_us as u64 * 1000,
         vcpu_run_ns: s.x86.vcpu_run_us as u64 * 1000,
         vcpu_preempt_ns: s.x86.vcpu_preempt_us as u64 * 1000,
+        timeslice_ns: s.machine.timeslice_us as u64 * 1000,
+        migrate_pct: s.machine.migrate_pct,
         trace_depth: opts.trace,
     };
     let replay_profile = profile.clone();

@@ -19,6 +19,8 @@ pub enum CallFunc {
     FlushTlbFunc(InfoRef),
     /// `tlb_remove_table_smp_sync`: does nothing; taking the IPI is the point.
     TlbRemoveTableSmpSync,
+    /// RISC-V `__ipi_flush_tlb_range_asid(info)`.
+    IpiFlushTlbRangeAsid(crate::arch::riscv::tlbflush::FlushTlbRangeData),
 }
 
 /// The `cond_func` of `on_each_cpu_cond_mask`.
@@ -202,5 +204,8 @@ fn run_func(w: &mut World, cpu: CpuId, func: CallFunc, fx: &mut Effects) {
     match func {
         CallFunc::FlushTlbFunc(info) => flush_tlb_func(w, cpu, info, fx),
         CallFunc::TlbRemoveTableSmpSync => {}
+        CallFunc::IpiFlushTlbRangeAsid(d) => {
+            crate::arch::riscv::tlbflush::__ipi_flush_tlb_range_asid(w, cpu, d, fx)
+        }
     }
 }

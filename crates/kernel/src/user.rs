@@ -34,6 +34,8 @@ pub enum UserOp {
     Mmap { start: u64, len: u64 },
     /// `munmap(start, len)`.
     Munmap { start: u64, len: u64 },
+    /// `mmap(start, len, PROT_READ|PROT_WRITE, MAP_SHARED|MAP_FIXED, fd, 0)` of file `file`.
+    MmapFile { start: u64, len: u64, file: u32 },
     /// `mmap(start, len, ..., MAP_SHARED|MAP_FIXED, hugetlbfs_fd, 0)`.
     MmapHugetlb { start: u64, len: u64 },
     /// `madvise(start, len, MADV_COLLAPSE)`.
@@ -174,6 +176,18 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
                 base + first * PAGE_SIZE,
                 pages,
             )))
+        }
+        UserOp::MmapFile { start, len, file } => {
+            fx.cost(Cost::SyscallEntryExit, 1);
+            fx.cost(Cost::MmapFixed, 1);
+            fx.label(crate::Label::Syscall { nr: "mmap" });
+            let mm = w.tasks[t as usize].mm;
+            w.mms[mm as usize]
+                .vmas
+                .retain(|v| v.end <= start || v.start >= start + len);
+            w.add_vma_file(mm, start, len, file);
+            advance(w);
+            Flow::Yield
         }
         UserOp::Mmap { start, len } | UserOp::MmapHugetlb { start, len } => {
             fx.cost(Cost::SyscallEntryExit, 1);

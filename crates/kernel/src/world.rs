@@ -87,6 +87,7 @@ pub enum Frame {
     MadviseCollapse(MadviseCollapse),
     CollapseHugePage(CollapseHugePage),
     Fork(crate::mm::fork::Fork),
+    RiscvFlushTlbRange(crate::arch::riscv::tlbflush::FlushTlbRange),
 }
 
 /// What a frame's step asks the CPU loop to do next.
@@ -117,6 +118,7 @@ impl Frame {
             Frame::MadviseCollapse(f) => f.step(w, cpu, task, fx),
             Frame::CollapseHugePage(f) => f.step(w, cpu, task, fx),
             Frame::Fork(f) => f.step(w, cpu, task, fx),
+            Frame::RiscvFlushTlbRange(f) => f.step(w, cpu, task, fx),
         }
     }
 
@@ -170,6 +172,8 @@ pub struct Vma {
     pub writable: bool,
     /// A `MAP_SHARED` hugetlbfs mapping (2 MiB pages, PMD tables shareable).
     pub hugetlb: bool,
+    /// A `MAP_SHARED` mapping of file `files[f]` from offset 0.
+    pub file: Option<u32>,
 }
 
 /// Page-table pages handed to `call_rcu` (mm/mmu_gather.c:
@@ -271,6 +275,10 @@ pub struct Counters {
     pub deferred_flushes: u64,
     pub deferred_applied: u64,
     pub deferred_overflows: u64,
+    /// Seed (d): targets still IPI'd because they run the mm now / only
+    /// have its ASID loaded (idle or a kernel thread after it).
+    pub defer_ipi_running: u64,
+    pub defer_ipi_loaded: u64,
     pub cpumask_cleared: u64,
 }
 
@@ -390,6 +398,9 @@ pub enum StepKind {
     VcpuPreempt,
     /// The host runs this vCPU again.
     VcpuResume,
+    /// The scheduler tick preempts the task in user mode, optionally moving
+    /// it to another CPU's runqueue.
+    Tick { migrate_to: Option<CpuId> },
 }
 
 /// The modelled machine and kernel.
@@ -414,6 +425,8 @@ pub struct World {
     pub rcu_batches: Vec<RcuBatch>,
     /// arm64/RISC-V: the ASID allocator.
     pub asids: crate::arch::asid::AsidAllocator,
+    /// Page-cache pages of each file (tmpfs-like: always resident).
+    pub files: Vec<Vec<Pfn>>,
     next_ctx_id: u64,
 }
 
@@ -497,6 +510,7 @@ impl World {
                 machine::scenario::Arch::Riscv => s.riscv.asid_bits.max(1),
                 _ => s.arm64.asid_bits,
             }),
+            files: Vec::new(),
             next_ctx_id: 1,
         })
     }
@@ -528,6 +542,7 @@ impl World {
             end: start + len,
             writable: true,
             hugetlb: false,
+            file: None,
         });
     }
 
@@ -538,7 +553,30 @@ impl World {
             end: start + len,
             writable: true,
             hugetlb: true,
+            file: None,
         });
+    }
+
+    /// Add a shared file mapping (`mmap(MAP_SHARED, fd)`) of `files[file]`.
+    pub fn add_vma_file(&mut self, mm: MmId, start: u64, len: u64, file: u32) {
+        self.mms[mm as usize].vmas.push(Vma {
+            start,
+            end: start + len,
+            writable: true,
+            hugetlb: false,
+            file: Some(file),
+        });
+    }
+
+    /// A file of `pages` pages, all in the page cache (each page holds one
+    /// reference for the cache, so unmapping never frees it). Returns its id.
+    pub fn create_file(&mut self, pages: u32) -> Result<u32, Error> {
+        let mut v = Vec::with_capacity(pages as usize);
+        for _ in 0..pages {
+            v.push(self.mem.alloc(FrameUse::Anon)?);
+        }
+        self.files.push(v);
+        Ok(self.files.len() as u32 - 1)
     }
 
     /// Register a measured-operation name; returns its id.
@@ -606,6 +644,23 @@ impl World {
         }
     }
 
+    /// May a tick preempt `cpu` now? A user task is running (kernel paths
+    /// are not preempted: PREEMPT_NONE), IRQs and preemption are on.
+    pub fn can_preempt(&self, cpu: CpuId) -> bool {
+        let c = &self.cpus[cpu as usize];
+        match c.curr {
+            Some(t) => {
+                let task = &self.tasks[t as usize];
+                task.kstack.is_empty()
+                    && task.state != TaskState::Exited
+                    && c.irqs_off == 0
+                    && c.preempt_count == 0
+                    && !c.vcpu_preempted
+            }
+            None => false,
+        }
+    }
+
     /// Would `cpu` take a pending IPI now?
     pub fn can_take_irq(&self, cpu: CpuId) -> bool {
         let c = &self.cpus[cpu as usize];
@@ -659,6 +714,9 @@ impl World {
                 fx.label(Label::VcpuPreempt);
             }
             StepKind::VcpuResume => crate::arch::x86::tlb::kvm_vcpu_resume(self, cpu, fx),
+            StepKind::Tick { migrate_to } => {
+                crate::sched::core::scheduler_tick(self, cpu, migrate_to, fx)
+            }
         }
     }
 

@@ -147,6 +147,8 @@ costs! {
     ExecFixed = "exec_fixed",
     /// A user `memset` of one 4 KiB page (usemem's inner loop), TLB hit.
     UserPageWrite = "user_page_write",
+    /// `do_shared_fault` of a page-cache page: `filemap_fault` lookup, map it, take a reference.
+    FilemapFault = "filemap_fault",
     /// RISC-V: local `sfence.vma addr, asid`.
     SfenceVma = "sfence_vma",
     /// RISC-V: local `sfence.vma x0, asid` (whole ASID) or `sfence.vma` (all).

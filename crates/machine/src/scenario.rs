@@ -136,6 +136,14 @@ pub struct MachineCfg {
     pub smi_hz: u32,
     /// Length of one SMI (µs); platform firmware, typically 10s-100s of µs.
     pub smi_us: u32,
+    /// Scheduler time slice (µs): a timer tick preempts a task running in
+    /// user mode when another task waits on its CPU (CFS's slice). 0 = no
+    /// tick: tasks run until they block or exit.
+    pub timeslice_us: u32,
+    /// At each tick, the chance (%) that the running task is moved to
+    /// another CPU's runqueue (load balancing and wake-up placement). Tasks
+    /// that migrate leave their ASIDs and `mm_cpumask` bits behind.
+    pub migrate_pct: u32,
 }
 
 impl Default for MachineCfg {
@@ -153,6 +161,8 @@ impl Default for MachineCfg {
             nmi_hz: 0,
             smi_hz: 0,
             smi_us: 200,
+            timeslice_us: 0,
+            migrate_pct: 0,
         }
     }
 }
@@ -499,6 +509,18 @@ impl Scenario {
                 m.nmi_hz
             )));
         }
+        if m.timeslice_us > 10_000_000 || m.migrate_pct > 100 {
+            return Err(Error::Range(format!(
+                "machine.timeslice_us = {} (allowed 0..=10000000), machine.migrate_pct = {} (0..=100)",
+                m.timeslice_us, m.migrate_pct
+            )));
+        }
+        if m.migrate_pct > 0 && m.timeslice_us == 0 {
+            return Err(Error::Config(
+                "machine.migrate_pct needs machine.timeslice_us > 0 (migration happens at ticks)"
+                    .into(),
+            ));
+        }
         if m.jitter_pct > 50 {
             return Err(Error::Range(format!(
                 "machine.jitter_pct = {} (allowed 0..=50)",
@@ -546,11 +568,6 @@ impl Scenario {
             return Err(Error::Config(
                 "x86.vcpu_run_us needs x86.paravirt = \"kvm\" (only a guest's vCPUs are preempted)"
                     .into(),
-            ));
-        }
-        if m.arch == Arch::Riscv {
-            return Err(Error::Unsupported(
-                "machine.arch = \"riscv\" is not modelled yet (issue 6)".into(),
             ));
         }
         let a = &self.arm64;

@@ -26,6 +26,8 @@ enum Kind {
     Preempt,
     /// The host runs this vCPU again.
     Resume,
+    /// The scheduler tick (`scheduler_tick` → `resched_curr`).
+    Tick,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -71,6 +73,10 @@ pub struct SimOptions {
     pub vcpu_run_ns: u64,
     /// Mean host preemption length, ns.
     pub vcpu_preempt_ns: u64,
+    /// Scheduler tick period, ns (0 = no tick).
+    pub timeslice_ns: u64,
+    /// Chance (%) that a tick migrates the running task.
+    pub migrate_pct: u32,
 }
 
 impl Default for SimOptions {
@@ -86,6 +92,8 @@ impl Default for SimOptions {
             smi_ns: 0,
             vcpu_run_ns: 0,
             vcpu_preempt_ns: 0,
+            timeslice_ns: 0,
+            migrate_pct: 0,
         }
     }
 }
@@ -140,6 +148,8 @@ pub struct Sim {
     /// An NMI handler occupies the CPU until then.
     stall_until: Vec<Time>,
     irq_arrived: Vec<bool>,
+    /// A tick asked for a reschedule; done at the next step boundary.
+    tick_pending: Vec<bool>,
     cache: CacheModel,
     fx: Effects,
     offsets: Vec<u64>,
@@ -190,6 +200,7 @@ impl Sim {
             busy_until: vec![0; n],
             stall_until: vec![0; n],
             irq_arrived: vec![false; n],
+            tick_pending: vec![false; n],
             cache: CacheModel::default(),
             fx: Effects::default(),
             offsets: Vec::new(),
@@ -227,6 +238,11 @@ impl Sim {
             if s.opts.vcpu_run_ns > 0 {
                 let t = s.exp(s.opts.vcpu_run_ns);
                 s.push(t, c, Kind::Preempt);
+            }
+            if s.opts.timeslice_ns > 0 {
+                // CPUs' ticks are not in phase.
+                let t = s.opts.timeslice_ns + s.rng.below(s.opts.timeslice_ns);
+                s.push(t, c, Kind::Tick);
             }
         }
         s
@@ -306,6 +322,15 @@ impl Sim {
                     let t = self.now + self.exp(self.opts.vcpu_preempt_ns.max(1));
                     self.push(t, ev.cpu, Kind::Resume);
                 }
+                Kind::Tick => {
+                    let t = self.now + self.opts.timeslice_ns;
+                    self.push(t, ev.cpu, Kind::Tick);
+                    if self.world.can_preempt(ev.cpu) {
+                        self.tick_pending[c] = true;
+                        let at = self.now.max(self.busy_until[c]);
+                        self.schedule(ev.cpu, at);
+                    }
+                }
                 Kind::Resume => {
                     self.host_step(ev.cpu, StepKind::VcpuResume);
                     let t = self.now + self.exp(self.opts.vcpu_run_ns);
@@ -376,6 +401,16 @@ impl Sim {
         let kind = if self.irq_arrived[c] && self.world.can_take_irq(cpu) {
             self.irq_arrived[c] = false;
             StepKind::TakeIrq
+        } else if std::mem::take(&mut self.tick_pending[c]) && self.world.can_preempt(cpu) {
+            let n = self.world.cpus.len() as u64;
+            let to = if n > 1 && self.rng.below(100) < self.opts.migrate_pct as u64 {
+                // Another CPU, uniformly.
+                let o = 1 + self.rng.below(n - 1);
+                Some(((cpu as u64 + o) % n) as CpuId)
+            } else {
+                None
+            };
+            StepKind::Tick { migrate_to: to }
         } else if self.world.can_run(cpu) {
             StepKind::Run
         } else {

@@ -152,6 +152,8 @@ impl Report {
             ("deferred_applied", c.deferred_applied),
             ("deferred_overflows", c.deferred_overflows),
             ("cpumask_cleared", c.cpumask_cleared),
+            ("defer_ipi_running", c.defer_ipi_running),
+            ("defer_ipi_loaded", c.defer_ipi_loaded),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))

@@ -11,6 +11,7 @@ use machine::{Error, Scenario, HPAGE_SIZE, PAGE_SIZE};
 pub mod hugetlb;
 pub mod khugepaged;
 pub mod madvise_dontneed;
+pub mod mmapstress;
 pub mod tlb_flush;
 pub mod usemem;
 
@@ -40,6 +41,9 @@ pub fn catalogue() -> Vec<WorkloadInfo> {
         hugetlb::UNSHARE,
         usemem::USEMEM,
         usemem::COW_RACE,
+        mmapstress::MMAPSTRESS01,
+        mmapstress::LAT_PAGEFAULT,
+        mmapstress::LAT_MMAP,
     ]
 }
 

@@ -17,19 +17,33 @@ pub fn tlb_flush(w: &mut World, task: TaskId, fx: &mut Effects) -> Flow {
         Arch::X86 => x86::tlb::tlb_flush(w, task),
         Arch::Arm64 => arm64::tlbflush::tlb_flush(w, task, fx),
         Arch::Riscv => {
+            // asm-generic/tlb.h: tlb_flush → flush_tlb_range / flush_tlb_mm (fullmm).
             let g = &w.tasks[task as usize].gather;
             if !g.needs_flush() {
                 return Flow::Continue;
             }
             let (mm, start, end) = (g.mm, g.start, g.end);
-            riscv_flush_tlb_range(mm, start, end)
+            riscv_flush_tlb_range(w, mm, start, end)
         }
     }
 }
 
-fn riscv_flush_tlb_range(mm: MmId, start: u64, end: u64) -> Flow {
-    let _ = (mm, start, end);
-    unimplemented!("riscv flush")
+/// RISC-V `flush_tlb_range` / `flush_tlb_mm` / `flush_tlb_page`: all are
+/// `__flush_tlb_range(mm, mm_cpumask(mm), ...)`.
+fn riscv_flush_tlb_range(w: &World, mm: MmId, start: u64, end: u64) -> Flow {
+    Flow::Call(Frame::RiscvFlushTlbRange(
+        riscv::tlbflush::FlushTlbRange::new(w, Some(mm), start, end),
+    ))
+}
+
+/// `flush_tlb_kernel_range(start, end)`: kernel mappings, every CPU.
+pub fn flush_tlb_kernel_range(w: &mut World, start: u64, end: u64) -> Flow {
+    match w.cfg.arch {
+        Arch::Riscv => Flow::Call(Frame::RiscvFlushTlbRange(
+            riscv::tlbflush::FlushTlbRange::new(w, None, start, end),
+        )),
+        _ => unreachable!("kernel-range flushes are modelled on RISC-V only"),
+    }
 }
 
 /// `flush_tlb_mm(mm)`: every translation of `mm`, on every CPU that may hold one.
@@ -46,7 +60,7 @@ pub fn flush_tlb_mm(w: &mut World, mm: MmId, fx: &mut Effects) -> Flow {
             arm64::tlbflush::flush_tlb_mm(w, mm, fx);
             Flow::Yield
         }
-        Arch::Riscv => riscv_flush_tlb_range(mm, 0, TLB_FLUSH_ALL),
+        Arch::Riscv => riscv_flush_tlb_range(w, mm, 0, TLB_FLUSH_ALL),
     }
 }
 
@@ -64,7 +78,7 @@ pub fn flush_tlb_page(w: &mut World, mm: MmId, va: u64, fx: &mut Effects) -> Flo
             arm64::tlbflush::flush_tlb_page(w, mm, va, fx);
             Flow::Yield
         }
-        Arch::Riscv => riscv_flush_tlb_range(mm, va, va + PAGE_SIZE),
+        Arch::Riscv => riscv_flush_tlb_range(w, mm, va, va + PAGE_SIZE),
     }
 }
 
@@ -75,9 +89,10 @@ pub fn switch_mm(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) {
         Arch::X86 => {
             x86::tlb::switch_mm_irqs_off(w, cpu, next, fx);
         }
-        Arch::Arm64 | Arch::Riscv => {
+        Arch::Arm64 => {
             arm64::tlbflush::switch_mm(w, cpu, next, fx);
         }
+        Arch::Riscv => riscv::context::switch_mm(w, cpu, next, fx),
     }
 }
 

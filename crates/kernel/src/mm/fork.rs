@@ -90,7 +90,8 @@ impl Fork {
                     };
                     return Flow::Continue;
                 }
-                let next = copy_pte_range(w, mm, self.child_mm, addr, v.end, v.writable, fx);
+                let cow = v.writable && v.file.is_none();
+                let next = copy_pte_range(w, mm, self.child_mm, addr, v.end, cow, fx);
                 self.pc = Pc::Copy { vma, addr: next };
                 Flow::Yield
             }

@@ -62,6 +62,13 @@ impl PageFault {
                 }
                 return Flow::Return;
             }
+            Some(v) if v.file.is_some() => {
+                match pte_alloc_walk(w, mm, self.va) {
+                    Ok(table) => do_shared_fault(w, cpu, task, mm, table, &v, self.va, fx),
+                    Err(e) => w.violation(0, cpu, self.va, format!("{e}")),
+                }
+                return Flow::Return;
+            }
             Some(v) if v.writable || !self.write => {}
             _ => {
                 // SIGSEGV: the model's benchmarks never do this on purpose.
@@ -237,6 +244,45 @@ fn do_wp_page(
     );
     let flow = crate::arch::flush_tlb_page(w, mm, va & !(PAGE_SIZE - 1), fx);
     Fault::Flush(flow, old)
+}
+
+/// mm/memory.c: `do_fault` → `do_shared_fault` (`filemap_fault` finds the
+/// page in the page cache, `finish_fault` maps it writable and takes a
+/// reference); a PTE already there makes it a spurious fault.
+#[allow(clippy::too_many_arguments)]
+fn do_shared_fault(
+    w: &mut World,
+    cpu: CpuId,
+    task: TaskId,
+    mm: MmId,
+    table: Pfn,
+    v: &crate::world::Vma,
+    va: u64,
+    fx: &mut Effects,
+) {
+    let idx = table_index(va, 1);
+    if pte::present(w.mem.read(table, idx).unwrap_or(0)) {
+        w.counters.spurious_faults += 1;
+        fx.label(Label::SpuriousFault { va });
+        crate::arch::flush_tlb_fix_spurious_fault(w, cpu, mm, va, true, fx);
+        spurious_fault_monitor(w, cpu, task, va);
+        return;
+    }
+    let file = &w.files[v.file.unwrap_or(0) as usize];
+    let n = ((va - v.start) / PAGE_SIZE) as usize;
+    let Some(&page) = file.get(n) else {
+        // Beyond EOF: SIGBUS in the kernel; the benchmarks never do it.
+        w.counters.segv += 1;
+        return;
+    };
+    fx.cost(Cost::FilemapFault, 1);
+    w.mem.get_page(page);
+    w.mem.write(
+        table,
+        idx,
+        pte::make(page, pte::WRITE | pte::USER | pte::ACCESSED | pte::DIRTY),
+    );
+    fx.label(Label::DoAnonymousPage { va, pfn: page });
 }
 
 /// mm/memory.c: `do_anonymous_page`: allocate and zero a page, map it writable.

@@ -6,6 +6,34 @@ use crate::world::{TaskState, World};
 use crate::INIT_MM;
 use machine::{Cost, CpuId};
 
+/// kernel/sched/core.c: `sched_tick` → `resched_curr`, then `__schedule`
+/// at the return to user mode: put the running task at the tail of its
+/// runqueue (or, when the load balancer moves it, of `migrate_to`'s) and run
+/// the next one. Nothing happens if it would pick the same task again.
+pub fn scheduler_tick(w: &mut World, cpu: CpuId, migrate_to: Option<CpuId>, fx: &mut Effects) {
+    let c = cpu as usize;
+    let Some(t) = w.cpus[c].curr else { return };
+    match migrate_to {
+        Some(to) if to != cpu => {
+            w.cpus[c].curr = None;
+            let task = &mut w.tasks[t as usize];
+            task.state = TaskState::Runnable;
+            task.cpu = to;
+            w.cpus[to as usize].rq.push_back(t);
+            fx.wake(to);
+        }
+        _ => {
+            if w.cpus[c].rq.is_empty() {
+                return;
+            }
+            w.cpus[c].curr = None;
+            w.tasks[t as usize].state = TaskState::Runnable;
+            w.cpus[c].rq.push_back(t);
+        }
+    }
+    schedule(w, cpu, fx);
+}
+
 /// kernel/sched/core.c: `__schedule` → `context_switch`: run the next task on
 /// this CPU's runqueue, or go idle. A task without an mm (kernel thread, idle)
 /// gets `enter_lazy_tlb`; a user task gets `switch_mm` (x86: `switch_mm_irqs_off`).

@@ -1,4 +1,29 @@
-//! arch/riscv/mm/tlbflush.c.
+//! arch/riscv/mm/tlbflush.c, with seed (d): a hart in `mm_cpumask` that is
+//! not running the ASID being flushed gets the flush queued instead of an
+//! IPI, and applies it in `switch_mm` before it runs that ASID again.
+//!
+//! ```text
+//!  flusher                                   target hart
+//!  ─────────────────────────────────         ─────────────────────────────
+//!  enqueue(target, range)                    loaded_asid = next_asid
+//!  smp_mb()                                  smp_mb()
+//!  loaded_asid(target) == asid ? IPI : skip  apply queued flushes for next_asid
+//! ```
+//! Each side writes, fences, then reads the other's variable: either the
+//! flusher sees the new `loaded_asid` (and IPIs), or the switcher sees the
+//! queued entry (and applies it). Reading `loaded_asid` before the enqueue
+//! (`riscv.unordered_enqueue`) loses that: the target can switch in between,
+//! apply an empty queue, and run on stale entries.
+
+use crate::effects::{Effects, Label};
+use crate::kernel_smp::{CallFunc, Cond, SmpCallFunctionManyCond};
+use crate::world::{Flow, Frame, World};
+use crate::{MmId, TaskId, TLB_FLUSH_ALL};
+use machine::scenario::Rfence;
+use machine::{Cost, CpuId, CpuMask, PAGE_SIZE};
+
+/// `FLUSH_TLB_NO_ASID`: a kernel-address-space flush.
+pub const FLUSH_TLB_NO_ASID: u16 = u16::MAX;
 
 /// One flush queued for a hart that was not running the ASID (seed d).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -9,7 +34,8 @@ pub struct DeferredFlush {
     pub stride: u64,
 }
 
-/// Per-hart state of seed (d): `loaded_asid` and the deferred-flush queue.
+/// Per-hart state of seed (d): `loaded_asid`, the deferred-flush queue,
+/// and (for `riscv.cpumask_clear_threshold`) the mms this hart ran lately.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct HartTlbState {
     /// `per_cpu(loaded_asid)`: the ASID this hart runs user code under.
@@ -18,4 +44,340 @@ pub struct HartTlbState {
     pub queue: Vec<DeferredFlush>,
     /// ASIDs whose queue overflowed: flush them whole at the next switch.
     pub flush_all: Vec<u16>,
+    /// mms this hart left, with the switches it made since.
+    pub recent: Vec<(MmId, u32)>,
+}
+
+/// `struct flush_tlb_range_data`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FlushTlbRangeData {
+    pub asid: u16,
+    pub start: u64,
+    pub size: u64,
+    pub stride: u64,
+}
+
+/// `local_flush_tlb_range_asid`: one `sfence.vma` per page up to
+/// `tlb_flush_all_threshold` pages, else the whole ASID (all, for the kernel).
+pub fn local_flush_tlb_range_asid(
+    w: &mut World,
+    cpu: CpuId,
+    d: FlushTlbRangeData,
+    fx: &mut Effects,
+) {
+    let c = cpu as usize;
+    let pages = if d.size == TLB_FLUSH_ALL {
+        u64::MAX
+    } else {
+        d.size.div_ceil(d.stride)
+    };
+    if pages <= w.cfg.riscv.tlb_flush_all_threshold as u64 {
+        let mut a = d.start;
+        for _ in 0..pages {
+            if d.asid == FLUSH_TLB_NO_ASID {
+                w.cpus[c].tlb.flush_all();
+            } else {
+                w.cpus[c].tlb.flush_one(d.asid, a);
+            }
+            a += d.stride;
+        }
+        w.counters.sfence_vma += pages;
+        fx.cost(Cost::SfenceVma, pages as u32);
+        fx.label(Label::SfenceVma {
+            asid: d.asid,
+            va: d.start,
+            all: false,
+        });
+    } else {
+        if d.asid == FLUSH_TLB_NO_ASID {
+            w.cpus[c].tlb.flush_all();
+        } else {
+            w.cpus[c].tlb.flush_asid(d.asid);
+        }
+        w.counters.sfence_vma += 1;
+        w.counters.full_flushes += 1;
+        fx.cost(Cost::SfenceVmaAsid, 1);
+        fx.label(Label::SfenceVma {
+            asid: d.asid,
+            va: 0,
+            all: true,
+        });
+    }
+}
+
+/// `__ipi_flush_tlb_range_asid`: the IPI handler's work.
+pub fn __ipi_flush_tlb_range_asid(
+    w: &mut World,
+    cpu: CpuId,
+    d: FlushTlbRangeData,
+    fx: &mut Effects,
+) {
+    fx.cost(Cost::FlushTlbFuncFixed, 1);
+    local_flush_tlb_range_asid(w, cpu, d, fx);
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Pc {
+    /// `get_cpu()`, the mask, the local-only case.
+    Start,
+    /// Seed (d): queue the flush for every other target not known to run the ASID.
+    Enqueue,
+    /// Seed (d), after `smp_mb()`: targets now running the ASID keep their IPI.
+    CheckLoaded,
+    /// `riscv.unordered_enqueue`: read `loaded_asid` first ...
+    ReadLoadedFirst,
+    /// ... and enqueue afterwards.
+    EnqueueLate,
+    /// SBI remote fence or `on_each_cpu_mask`.
+    Send,
+    /// `put_cpu()`.
+    Done,
+}
+
+/// `__flush_tlb_range(mm, cmask, start, size, stride)` in progress.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FlushTlbRange {
+    /// `None`: `flush_tlb_kernel_range` (all online harts, no ASID).
+    pub mm: Option<MmId>,
+    pub d: FlushTlbRangeData,
+    pub cmask: CpuMask,
+    /// Targets this flush queued an entry for.
+    pub deferred: CpuMask,
+    pub pc: Pc,
+}
+
+impl FlushTlbRange {
+    pub fn new(w: &World, mm: Option<MmId>, start: u64, end: u64) -> Self {
+        let n = w.cpus.len();
+        let cmask = match mm {
+            Some(m) => w.mms[m as usize].cpumask.clone(),
+            None => {
+                let mut all = CpuMask::new(n);
+                (0..n).for_each(|c| all.set(c as CpuId));
+                all
+            }
+        };
+        let asid = match mm {
+            Some(m) if w.cfg.riscv.asid_bits > 0 => w.asids.idx(w.mms[m as usize].context_id),
+            Some(_) => 0,
+            None => FLUSH_TLB_NO_ASID,
+        };
+        let size = if end == TLB_FLUSH_ALL {
+            TLB_FLUSH_ALL
+        } else {
+            end - start
+        };
+        FlushTlbRange {
+            mm,
+            d: FlushTlbRangeData {
+                asid,
+                start,
+                size,
+                stride: PAGE_SIZE,
+            },
+            cmask,
+            deferred: CpuMask::new(n),
+            pc: Pc::Start,
+        }
+    }
+
+    fn may_defer(&self, w: &World) -> bool {
+        let r = &w.cfg.riscv;
+        r.defer_flush_to_context_switch && (self.mm.is_some() || r.defer_kernel_flush)
+    }
+
+    /// arch/riscv/mm/tlbflush.c: `__flush_tlb_range`.
+    pub fn step(&mut self, w: &mut World, cpu: CpuId, _task: TaskId, fx: &mut Effects) -> Flow {
+        match self.pc {
+            Pc::Start => {
+                w.cpus[cpu as usize].preempt_count += 1;
+                fx.cost(Cost::FlushInfoInit, 1);
+                if self.cmask.is_empty() {
+                    self.pc = Pc::Done;
+                    return Flow::Continue;
+                }
+                if !self.cmask.any_but(cpu) {
+                    local_flush_tlb_range_asid(w, cpu, self.d, fx);
+                    self.pc = Pc::Done;
+                    return Flow::Yield;
+                }
+                self.pc = if !self.may_defer(w) {
+                    Pc::Send
+                } else if w.cfg.riscv.unordered_enqueue {
+                    Pc::ReadLoadedFirst
+                } else {
+                    Pc::Enqueue
+                };
+                Flow::Continue
+            }
+            Pc::Enqueue => {
+                for t in self.cmask.iter().filter(|&t| t != cpu) {
+                    enqueue(w, t, self.d, fx);
+                    self.deferred.set(t);
+                }
+                self.pc = Pc::CheckLoaded;
+                // The queue stores are visible before the loads below (smp_mb).
+                Flow::Yield
+            }
+            Pc::CheckLoaded => {
+                for t in self.deferred.iter() {
+                    if w.cpus[t as usize].riscv.loaded_asid != self.d.asid {
+                        self.cmask.clear(t);
+                        w.counters.deferred_flushes += 1;
+                    } else {
+                        // Still IPI'd: running the mm now, or idle with its ASID loaded.
+                        let running = w.cpus[t as usize]
+                            .curr
+                            .is_some_and(|c| Some(w.tasks[c as usize].mm) == self.mm);
+                        if running {
+                            w.counters.defer_ipi_running += 1;
+                        } else {
+                            w.counters.defer_ipi_loaded += 1;
+                        }
+                    }
+                }
+                self.pc = Pc::Send;
+                Flow::Continue
+            }
+            Pc::ReadLoadedFirst => {
+                for t in self.cmask.iter().filter(|&t| t != cpu) {
+                    if w.cpus[t as usize].riscv.loaded_asid != self.d.asid {
+                        self.deferred.set(t);
+                    }
+                }
+                self.pc = Pc::EnqueueLate;
+                Flow::Yield
+            }
+            Pc::EnqueueLate => {
+                for t in self.deferred.iter() {
+                    enqueue(w, t, self.d, fx);
+                    self.cmask.clear(t);
+                    w.counters.deferred_flushes += 1;
+                }
+                self.pc = Pc::Send;
+                Flow::Continue
+            }
+            Pc::Send => {
+                self.pc = Pc::Done;
+                if !self.cmask.any_but(cpu) {
+                    if self.cmask.test(cpu) {
+                        local_flush_tlb_range_asid(w, cpu, self.d, fx);
+                    }
+                    return Flow::Yield;
+                }
+                match w.cfg.riscv.rfence {
+                    Rfence::Sbi => {
+                        sbi_remote_sfence_vma_asid(w, cpu, &self.cmask, self.d, fx);
+                        Flow::Yield
+                    }
+                    Rfence::Ipi => Flow::Call(Frame::SmpCallFunctionManyCond(
+                        SmpCallFunctionManyCond::new(
+                            self.cmask.clone(),
+                            CallFunc::IpiFlushTlbRangeAsid(self.d),
+                            Cond::Always,
+                        ),
+                    )),
+                }
+            }
+            Pc::Done => {
+                w.cpus[cpu as usize].preempt_count -= 1;
+                Flow::Return
+            }
+        }
+    }
+}
+
+/// Seed (d): add a flush to `target`'s queue; a full queue degrades to
+/// "flush this whole ASID" (entries for it are dropped).
+fn enqueue(w: &mut World, target: CpuId, d: FlushTlbRangeData, fx: &mut Effects) {
+    let depth = w.cfg.riscv.flush_queue_depth as usize;
+    let h = &mut w.cpus[target as usize].riscv;
+    fx.write(crate::world::layout::call_single_queue(target) + 0x40);
+    let overflow = h.flush_all.contains(&d.asid) || h.queue.len() >= depth;
+    if overflow {
+        h.queue.retain(|e| e.asid != d.asid);
+        if !h.flush_all.contains(&d.asid) {
+            h.flush_all.push(d.asid);
+        }
+        w.counters.deferred_overflows += 1;
+    } else {
+        h.queue.push(DeferredFlush {
+            asid: d.asid,
+            start: d.start,
+            size: d.size,
+            stride: d.stride,
+        });
+    }
+    fx.label(Label::DeferFlush {
+        cpu: target,
+        asid: d.asid,
+        overflow,
+    });
+}
+
+/// arch/riscv/kernel/sbi.c: `sbi_remote_sfence_vma_asid`: one ecall; the
+/// firmware interrupts every target hart in M-mode (invisible to Linux's
+/// IRQ-off windows and `/proc/interrupts`), has it run `sfence.vma`, and
+/// returns when all are done.
+fn sbi_remote_sfence_vma_asid(
+    w: &mut World,
+    cpu: CpuId,
+    cmask: &CpuMask,
+    d: FlushTlbRangeData,
+    fx: &mut Effects,
+) {
+    let mut harts = 0u32;
+    for t in cmask.iter() {
+        if t != cpu {
+            harts += 1;
+        }
+        local_flush_tlb_range_asid(w, t, d, fx);
+    }
+    fx.cost(Cost::SbiEcall, 1);
+    fx.cost(Cost::SbiRfenceHart, harts);
+    w.counters.sbi_rfence += 1;
+    fx.label(Label::SbiRfence { harts });
+}
+
+/// Seed (d), the `switch_mm` side: after publishing `loaded_asid` (and a
+/// full barrier), apply every flush queued for `asid` on this hart.
+pub fn apply_deferred(w: &mut World, cpu: CpuId, asid: u16, fx: &mut Effects) {
+    let c = cpu as usize;
+    let h = &mut w.cpus[c].riscv;
+    let all = if let Some(i) = h.flush_all.iter().position(|&a| a == asid) {
+        h.flush_all.swap_remove(i);
+        true
+    } else {
+        false
+    };
+    let mine: Vec<DeferredFlush> = h.queue.iter().copied().filter(|e| e.asid == asid).collect();
+    h.queue.retain(|e| e.asid != asid);
+    if !all && mine.is_empty() {
+        return;
+    }
+    w.counters.deferred_applied += mine.len() as u64 + all as u64;
+    fx.label(Label::ApplyDeferred {
+        asid,
+        n: mine.len() as u32,
+        all,
+    });
+    if all {
+        w.cpus[c].tlb.flush_asid(asid);
+        w.counters.sfence_vma += 1;
+        fx.cost(Cost::SfenceVmaAsid, 1);
+        return;
+    }
+    for e in mine {
+        local_flush_tlb_range_asid(
+            w,
+            cpu,
+            FlushTlbRangeData {
+                asid: e.asid,
+                start: e.start,
+                size: e.size,
+                stride: e.stride,
+            },
+            fx,
+        );
+    }
 }
