@@ -18,6 +18,19 @@ pub const BUNDLED: &[(&str, &str)] = &[
         include_str!("../../../scenarios/usemem-fork-exec.toml"),
     ),
     (
+        "defer-race",
+        include_str!("../../../scenarios/defer-race.toml"),
+    ),
+    (
+        "vmalloc-race",
+        include_str!("../../../scenarios/vmalloc-race.toml"),
+    ),
+    (
+        "lat-pagefault",
+        include_str!("../../../scenarios/lat-pagefault.toml"),
+    ),
+    ("lat-mmap", include_str!("../../../scenarios/lat-mmap.toml")),
+    (
         "mmapstress01",
         include_str!("../../../scenarios/mmapstress01.toml"),
     ),

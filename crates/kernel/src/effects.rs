@@ -196,6 +196,16 @@ pub enum Label {
     SbiRfence {
         harts: u32,
     },
+    /// A kernel load/store at a vmalloc address (global translation).
+    KernelAccess {
+        va: u64,
+        hit: bool,
+    },
+    /// RISC-V seed (d): the flusher read the targets' `loaded_asid`.
+    ReadLoadedAsid {
+        deferring: u32,
+        ordered: bool,
+    },
 }
 
 impl fmt::Display for Label {
@@ -386,6 +396,20 @@ impl fmt::Display for Label {
                     write!(f, "sfence.vma {va:#x}, asid {asid}")
                 }
             }
+            Label::KernelAccess { va, hit } => write!(
+                f,
+                "kernel access {va:#x} ({})",
+                if hit { "global TLB entry" } else { "TLB miss, walk init_mm" }
+            ),
+            Label::ReadLoadedAsid { deferring, ordered } => write!(
+                f,
+                "read targets' loaded_asid: {deferring} hart(s) not running the ASID{}",
+                if ordered {
+                    " (after the enqueue and smp_mb)"
+                } else {
+                    " (BEFORE enqueueing: unordered)"
+                }
+            ),
             Label::SbiRfence { harts } => {
                 write!(f, "sbi_remote_sfence_vma_asid to {harts} hart(s)")
             }

@@ -70,6 +70,16 @@ pub enum UserOp {
     /// `[start, start + len)` is torn down (`exec_mmap` → `mmput` →
     /// `exit_mmap`, modelled as unmapping it), plus `exec_fixed`.
     Exec { start: u64, len: u64 },
+    /// A system call whose kernel side `vmalloc`s one page at kernel address `va`.
+    Vmalloc { va: u64 },
+    /// A system call whose kernel side `vfree`s it.
+    Vfree { va: u64 },
+    /// A system call whose kernel side reads the vmalloc'd object at `va`
+    /// if it exists (the lookup checks the mapping first, as a refcounted
+    /// object lookup would).
+    KernelRead { va: u64 },
+    /// `sched_yield()`: let the next task on this CPU's runqueue run.
+    Yield,
     /// `exit()`.
     Exit,
 }
@@ -255,6 +265,36 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             }
             fx.cost(Cost::ExecFixed, 1);
             advance(w);
+            Flow::Yield
+        }
+        UserOp::Vmalloc { va } => {
+            fx.cost(Cost::SyscallEntryExit, 1);
+            crate::mm::vmalloc::vmalloc(w, cpu, va, fx);
+            advance(w);
+            Flow::Yield
+        }
+        UserOp::Vfree { va } => {
+            fx.cost(Cost::SyscallEntryExit, 1);
+            advance(w);
+            Flow::Call(Frame::Vfree(crate::mm::vmalloc::Vfree::new(va)))
+        }
+        UserOp::KernelRead { va } => {
+            fx.cost(Cost::SyscallEntryExit, 1);
+            let mapped = crate::mm::memory::pte_table(w, crate::INIT_MM, va).is_some_and(|t| {
+                machine::mem::pte::present(
+                    w.mem.read(t, machine::mem::table_index(va, 1)).unwrap_or(0),
+                )
+            });
+            if mapped {
+                crate::hw::mmu::kernel_access(w, cpu, va, fx);
+            }
+            advance(w);
+            Flow::Yield
+        }
+        UserOp::Yield => {
+            fx.cost(Cost::SyscallEntryExit, 1);
+            advance(w);
+            crate::sched::core::scheduler_tick(w, cpu, None, fx);
             Flow::Yield
         }
         UserOp::Exit => {

@@ -88,6 +88,7 @@ pub enum Frame {
     CollapseHugePage(CollapseHugePage),
     Fork(crate::mm::fork::Fork),
     RiscvFlushTlbRange(crate::arch::riscv::tlbflush::FlushTlbRange),
+    Vfree(crate::mm::vmalloc::Vfree),
 }
 
 /// What a frame's step asks the CPU loop to do next.
@@ -119,6 +120,7 @@ impl Frame {
             Frame::CollapseHugePage(f) => f.step(w, cpu, task, fx),
             Frame::Fork(f) => f.step(w, cpu, task, fx),
             Frame::RiscvFlushTlbRange(f) => f.step(w, cpu, task, fx),
+            Frame::Vfree(f) => f.step(w, cpu, task, fx),
         }
     }
 

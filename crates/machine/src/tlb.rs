@@ -289,6 +289,23 @@ impl Tlb {
         Self::bump(&mut self.psc_epochs, asid);
     }
 
+    /// Drop the translations of `va` under every ASID, global ones included
+    /// (RISC-V `sfence.vma va, x0`; kernel mappings are global).
+    pub fn flush_va(&mut self, va: u64) {
+        for huge in [false, true] {
+            if huge && !self.any_huge {
+                break;
+            }
+            let tag = Self::tag(va, huge);
+            for i in self.set_of(tag) {
+                let e = &mut self.entries[i];
+                if e.tag == tag {
+                    e.flags = 0;
+                }
+            }
+        }
+    }
+
     /// Drop every translation of `asid` (CR3 write with flush, INVPCID
     /// single-context, `TLBI ASIDE1`, `sfence.vma zero, asid`).
     pub fn flush_asid(&mut self, asid: u16) {

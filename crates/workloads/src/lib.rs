@@ -8,6 +8,7 @@ use kernel::user::UserOp;
 use kernel::World;
 use machine::{Error, Scenario, HPAGE_SIZE, PAGE_SIZE};
 
+pub mod defer_race;
 pub mod hugetlb;
 pub mod khugepaged;
 pub mod madvise_dontneed;
@@ -44,6 +45,8 @@ pub fn catalogue() -> Vec<WorkloadInfo> {
         mmapstress::MMAPSTRESS01,
         mmapstress::LAT_PAGEFAULT,
         mmapstress::LAT_MMAP,
+        defer_race::DEFER_RACE,
+        defer_race::VMALLOC_RACE,
     ]
 }
 

@@ -124,6 +124,57 @@ pub fn user_access(w: &mut World, cpu: CpuId, va: u64, write: bool, fx: &mut Eff
     Access::Done
 }
 
+/// The TLB tag of global (kernel) translations: they match under any ASID.
+pub const KERNEL_TLB_TAG: u16 = u16::MAX;
+
+/// A kernel load or store at `va` (a vmalloc address, mapped in `init_mm`'s
+/// tables with the global bit). Returns whether a translation existed.
+///
+/// Monitor: a hit through a cached translation whose frame was freed since
+/// breaks invariant 7 when the kernel's flush of that address was skipped
+/// or deferred, which is the only way such an entry survives.
+pub fn kernel_access(w: &mut World, cpu: CpuId, va: u64, fx: &mut Effects) -> bool {
+    fx.cost(Cost::UserAccess, 1);
+    let c = cpu as usize;
+    if let Some(h) = w.cpus[c].tlb.lookup(KERNEL_TLB_TAG, va) {
+        let now = w.mem.gen(h.pfn);
+        if now != h.frame_gen {
+            w.violation(
+                7,
+                cpu,
+                va,
+                format!(
+                    "CPU{cpu} accessed kernel address {va:#x} through a stale global TLB entry to frame {} freed since it was cached: the kernel-range flush never reached this CPU",
+                    h.pfn
+                ),
+            );
+        }
+        w.counters.tlb_hits += 1;
+        fx.label(Label::KernelAccess { va, hit: true });
+        return true;
+    }
+    w.counters.tlb_misses += 1;
+    fx.cost(Cost::TlbMissWalk, 1);
+    let Some(Walk::Table(t)) = walk_upper(w, crate::INIT_MM, va) else {
+        return false;
+    };
+    let e = w.mem.read(t, table_index(va, 1)).unwrap_or(0);
+    if !pte::present(e) {
+        return false;
+    }
+    let pfn = pte::pfn(e);
+    let hit = TlbHit {
+        owner: crate::INIT_MM,
+        pfn,
+        frame_gen: w.mem.gen(pfn),
+        writable: true,
+        huge: false,
+    };
+    w.cpus[c].tlb.fill(KERNEL_TLB_TAG, va, hit);
+    fx.label(Label::KernelAccess { va, hit: false });
+    true
+}
+
 enum Walk {
     Table(Pfn),
     Huge(u64),

@@ -6,3 +6,4 @@ pub mod madvise;
 pub mod memory;
 pub mod mmap;
 pub mod mmu_gather;
+pub mod vmalloc;

@@ -75,7 +75,8 @@ pub fn local_flush_tlb_range_asid(
         let mut a = d.start;
         for _ in 0..pages {
             if d.asid == FLUSH_TLB_NO_ASID {
-                w.cpus[c].tlb.flush_all();
+                // local_flush_tlb_page: sfence.vma va (every ASID, globals too).
+                w.cpus[c].tlb.flush_va(a);
             } else {
                 w.cpus[c].tlb.flush_one(d.asid, a);
             }
@@ -221,6 +222,7 @@ impl FlushTlbRange {
             }
             Pc::CheckLoaded => {
                 for t in self.deferred.iter() {
+                    fx.read(crate::world::layout::cpu_tlbstate(t));
                     if w.cpus[t as usize].riscv.loaded_asid != self.d.asid {
                         self.cmask.clear(t);
                         w.counters.deferred_flushes += 1;
@@ -236,15 +238,28 @@ impl FlushTlbRange {
                         }
                     }
                 }
+                fx.label(Label::ReadLoadedAsid {
+                    deferring: self
+                        .deferred
+                        .iter()
+                        .filter(|&t| !self.cmask.test(t))
+                        .count() as u32,
+                    ordered: true,
+                });
                 self.pc = Pc::Send;
                 Flow::Continue
             }
             Pc::ReadLoadedFirst => {
                 for t in self.cmask.iter().filter(|&t| t != cpu) {
+                    fx.read(crate::world::layout::cpu_tlbstate(t));
                     if w.cpus[t as usize].riscv.loaded_asid != self.d.asid {
                         self.deferred.set(t);
                     }
                 }
+                fx.label(Label::ReadLoadedAsid {
+                    deferring: self.deferred.weight(),
+                    ordered: false,
+                });
                 self.pc = Pc::EnqueueLate;
                 Flow::Yield
             }

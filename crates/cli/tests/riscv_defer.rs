@@ -1,0 +1,165 @@
+//! Seed riscv-defer-flush-to-context-switch: remote flushes by IPI or SBI,
+//! the `mm_cpumask` that only grows, deferral to `switch_mm`, the
+//! mask-clearing threshold, and the two unsafe variants the review found.
+mod common;
+use common::*;
+
+const DEFER: &str = "riscv.defer_flush_to_context_switch=true";
+
+/// Every madvise of the 3-thread benchmark reaches the 3 other harts:
+/// by IPI (the CAL row) or, with SBI, by one firmware call and no Linux IPI.
+#[test]
+fn remote_flush_by_ipi_or_sbi() {
+    let base = ["machine.arch=riscv", "workload.iterations=500"];
+    let r = run(&scenario("default", &base));
+    assert_eq!(total(&r, "CAL"), 3 * ops(&r));
+    assert_eq!(r.arch["sbi_rfence"], 0);
+    let mut sets = base.to_vec();
+    sets.push("riscv.rfence=sbi");
+    let s = run(&scenario("default", &sets));
+    assert_eq!(total(&s, "CAL"), 0);
+    assert_eq!(s.arch["sbi_rfence"], ops(&s));
+    assert!(r.violations.is_empty() && s.violations.is_empty());
+}
+
+/// The bundled mmapstress01: 64 harts, 20 children alive, 2000 forked.
+fn stress(extra: &[&str]) -> sim::Report {
+    run(&scenario("mmapstress01", extra))
+}
+
+/// With ASIDs a hart never leaves an mm's `mm_cpumask`: flushes keep
+/// reaching harts the task left long ago. Without ASIDs `switch_mm` clears
+/// the bit (the TLB is flushed on every switch anyway), so fewer IPIs.
+#[test]
+fn cpumask_only_grows_with_asids() {
+    let asid = stress(&[]);
+    let noasid = stress(&["riscv.asid_bits=0"]);
+    assert!(
+        total(&asid, "CAL") > 2 * total(&noasid, "CAL"),
+        "ASIDs {} vs none {}",
+        total(&asid, "CAL"),
+        total(&noasid, "CAL")
+    );
+}
+
+/// Deferral: every remote target of a flush is either queued or IPI'd, and
+/// IPIs go only to harts that have the ASID loaded; the IPI total falls.
+#[test]
+fn deferral_accounts_for_every_target() {
+    let base = stress(&[]);
+    let d = stress(&[DEFER]);
+    let a = &d.arch;
+    assert_eq!(
+        total(&d, "CAL"),
+        a["defer_ipi_running"] + a["defer_ipi_loaded"],
+        "{a:?}"
+    );
+    assert!(
+        a["deferred_flushes"] > 0 && a["deferred_applied"] > 0,
+        "{a:?}"
+    );
+    assert!(
+        total(&d, "CAL") * 2 < total(&base, "CAL"),
+        "IPIs {} -> {}",
+        total(&base, "CAL"),
+        total(&d, "CAL")
+    );
+    // The threshold clears harts from masks, so fewer flushes are even queued.
+    let t = stress(&[DEFER, "riscv.cpumask_clear_threshold=2"]);
+    assert!(t.arch["cpumask_cleared"] > 0);
+    assert!(
+        t.arch["deferred_flushes"] < a["deferred_flushes"],
+        "{:?}",
+        t.arch
+    );
+    for r in [&base, &d, &t] {
+        assert!(r.violations.is_empty(), "{:?}", r.violations);
+    }
+}
+
+/// The safe variants stay safe across seeds on the workloads built to break them.
+#[test]
+fn safe_variants_have_no_violations_across_seeds() {
+    for seed in 1..=4u64 {
+        let sd = format!("seed={seed}");
+        for (sc, extra) in [
+            ("defer-race", vec![]),
+            (
+                "defer-race",
+                vec!["riscv.defer_flush_to_context_switch=false"],
+            ),
+            ("defer-race", vec!["riscv.cpumask_clear_threshold=2"]),
+            ("vmalloc-race", vec![]),
+        ] {
+            let mut sets = vec![sd.as_str(), "workload.iterations=10000"];
+            sets.extend(extra.iter().copied());
+            let r = run(&scenario(sc, &sets));
+            assert!(
+                r.violations.is_empty(),
+                "{sc} {sets:?}: {:?}",
+                r.violations[0]
+            );
+        }
+    }
+}
+
+/// Reading `loaded_asid` before publishing the queued flush loses the
+/// race with `switch_mm`: the hart applies an empty queue and keeps a stale
+/// entry to a page that is then freed.
+#[test]
+fn unordered_enqueue_is_caught() {
+    let mut hits = 0;
+    for seed in 1..=4u64 {
+        let sd = format!("seed={seed}");
+        let r = run(&scenario(
+            "defer-race",
+            &[&sd, "riscv.unordered_enqueue=true"],
+        ));
+        if let Some(v) = r.violations.iter().find(|v| v.invariant == 1) {
+            hits += 1;
+            assert!(
+                v.trace.iter().any(|l| l.contains("BEFORE enqueueing")),
+                "{:#?}",
+                v.trace
+            );
+        }
+    }
+    assert!(hits >= 2, "the race showed in {hits} of 4 seeds");
+}
+
+/// The v1 bug: a deferred kernel-range flush leaves global entries behind.
+#[test]
+fn deferred_kernel_flush_is_caught() {
+    for seed in 1..=4u64 {
+        let sd = format!("seed={seed}");
+        let r = run(&scenario(
+            "vmalloc-race",
+            &[&sd, "riscv.defer_kernel_flush=true"],
+        ));
+        let v = r
+            .violations
+            .iter()
+            .find(|v| v.invariant == 7)
+            .unwrap_or_else(|| panic!("seed {seed}: no invariant-7 violation"));
+        assert!(v.what.contains("stale global TLB entry"), "{}", v.what);
+        assert_eq!(total(&r, "CAL"), 0, "every kernel flush was deferred");
+    }
+}
+
+/// The reviewers' question: lat_pagefault and lat_mmap do not regress.
+#[test]
+fn lmbench_latencies_do_not_regress() {
+    for (sc, iters) in [
+        ("lat-pagefault", "workload.iterations=40"),
+        ("lat-mmap", "workload.iterations=3000"),
+    ] {
+        let base = run(&scenario(sc, &[iters]));
+        let d = run(&scenario(sc, &[iters, DEFER]));
+        let (b, n) = (
+            base.main_op().unwrap().latency_ns.mean,
+            d.main_op().unwrap().latency_ns.mean,
+        );
+        assert!(n < b * 1.03, "{sc}: {b} -> {n} ns");
+        assert!(d.violations.is_empty());
+    }
+}
