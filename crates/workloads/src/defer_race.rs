@@ -25,7 +25,7 @@ pub const DEFER_RACE: WorkloadInfo = WorkloadInfo {
     about: "one thread madvises a page other threads of its mm read, while each reader time-shares its hart with another process (deferred flushes meet switch_mm)",
     keys: "threads = reader harts (1..=cpus-1); iterations = madvise calls; set machine.timeslice_us to make the switches",
     build: build_defer_race,
-    needs: needs,
+    needs,
 };
 
 pub const VMALLOC_RACE: WorkloadInfo = WorkloadInfo {
@@ -33,7 +33,7 @@ pub const VMALLOC_RACE: WorkloadInfo = WorkloadInfo {
     about: "one task vmallocs and vfrees a kernel page in a loop while processes on other harts read it in system calls (kernel-range flushes)",
     keys: "threads = reader harts (1..=cpus-1); iterations = vmalloc/vfree pairs",
     build: build_vmalloc_race,
-    needs: needs,
+    needs,
 };
 
 /// A vmalloc-area address (RISC-V Sv48 `VMALLOC_START` region; the model's
