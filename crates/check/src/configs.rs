@@ -142,6 +142,82 @@ pub const CATALOGUE: &[Config] = &[
         world: munmap_1w_2r,
     },
     Config {
+        name: "arm64_wp_reuse_broadcast",
+        about: "arm64 upstream: two threads read then write a write-protected exclusive page (after fork+exec); wp_page_reuse broadcasts",
+        sets: &["machine.arch=arm64"],
+        expect_safe: true,
+        world: wp_reuse_race,
+    },
+    Config {
+        name: "arm64_wp_reuse_local_seed",
+        about: "arm64 seed: local reuse flush + local spurious-fault flush",
+        sets: &[
+            "machine.arch=arm64",
+            "arm64.wp_reuse_flush=local",
+            "arm64.spurious_fault_flush=local",
+        ],
+        expect_safe: true,
+        world: wp_reuse_race,
+    },
+    Config {
+        name: "unsafe_arm64_no_spurious_flush",
+        about: "arm64: local reuse flush without the spurious-fault flush: the other CPU's stale read-only entry faults forever",
+        sets: &["machine.arch=arm64", "arm64.wp_reuse_flush=local"],
+        expect_safe: false,
+        world: wp_reuse_race,
+    },
+    Config {
+        name: "riscv_madvise_race",
+        about: "RISC-V upstream: the madvise race, IPI remote fences",
+        sets: &["machine.arch=riscv"],
+        expect_safe: true,
+        world: madvise_race,
+    },
+    Config {
+        name: "riscv_madvise_race_sbi",
+        about: "RISC-V upstream: the madvise race, SBI remote fences",
+        sets: &["machine.arch=riscv", "riscv.rfence=sbi"],
+        expect_safe: true,
+        world: madvise_race,
+    },
+    Config {
+        name: "riscv_defer_vs_switch",
+        about: "RISC-V seed: a flush for a hart that is switching from another process into the mm (enqueue, smp_mb, read loaded_asid)",
+        sets: &["machine.arch=riscv", "machine.cpus=2", "riscv.defer_flush_to_context_switch=true"],
+        expect_safe: true,
+        world: defer_vs_switch,
+    },
+    Config {
+        name: "unsafe_riscv_unordered_enqueue",
+        about: "RISC-V: loaded_asid read before the enqueue is published: the switching hart applies an empty queue",
+        sets: &[
+            "machine.arch=riscv",
+            "machine.cpus=2",
+            "riscv.defer_flush_to_context_switch=true",
+            "riscv.unordered_enqueue=true",
+        ],
+        expect_safe: false,
+        world: defer_vs_switch,
+    },
+    Config {
+        name: "riscv_kernel_flush",
+        about: "RISC-V seed: vfree's kernel-range flush against a hart reading the vmalloc'd object (kernel flushes always IPI)",
+        sets: &["machine.arch=riscv", "riscv.defer_flush_to_context_switch=true"],
+        expect_safe: true,
+        world: vmalloc_vs_reader,
+    },
+    Config {
+        name: "unsafe_riscv_defer_kernel_flush",
+        about: "RISC-V v1 bug: the kernel-range flush is deferred like a user one",
+        sets: &[
+            "machine.arch=riscv",
+            "riscv.defer_flush_to_context_switch=true",
+            "riscv.defer_kernel_flush=true",
+        ],
+        expect_safe: false,
+        world: vmalloc_vs_reader,
+    },
+    Config {
         name: "bug_munmap_no_ipi_wait",
         about: "munmap whose flush does not wait for the IPIs",
         sets: &["inject.no_ipi_wait=true"],
@@ -355,4 +431,104 @@ fn munmap_1w_1r(s: &Scenario) -> Result<World, Error> {
 }
 fn munmap_1w_2r(s: &Scenario) -> Result<World, Error> {
     race(s, 1, 2, true, 2)
+}
+
+/// arm64, after fork + exec: P is mapped read-only (write-protected by the
+/// fork) but exclusive again (the child is gone). Both threads read it
+/// (caching the read-only entry), then write it: the first writer reuses
+/// the page, the other must get rid of its stale entry.
+fn wp_reuse_race(s: &Scenario) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let mm = w.mm_alloc()?;
+    w.add_vma(mm, P, PAGE_SIZE);
+    kernel::mm::memory::populate_range(&mut w, mm, P, P + PAGE_SIZE)?;
+    let t = kernel::mm::memory::pte_table(&w, mm, P).expect("populated");
+    let i = machine::mem::table_index(P, 1);
+    let e = w.mem.read(t, i).unwrap_or(0);
+    w.mem.write(t, i, e & !machine::mem::pte::WRITE);
+    let prog = vec![
+        UserOp::Touch {
+            addr: P,
+            write: false,
+        },
+        UserOp::Touch {
+            addr: P,
+            write: true,
+        },
+        UserOp::Exit,
+    ];
+    w.spawn(mm, 0, prog.clone(), true);
+    w.spawn(mm, 1, prog, true);
+    Ok(w)
+}
+
+/// RISC-V, 2 harts: hart 0 writes P and madvises it away; on hart 1 a
+/// thread of the same mm reads P, yields to a process of another mm, and
+/// reads P again when it is switched back in.
+fn defer_vs_switch(s: &Scenario) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let mm = w.mm_alloc()?;
+    w.add_vma(mm, P, PAGE_SIZE);
+    kernel::mm::memory::populate_range(&mut w, mm, P, P + PAGE_SIZE)?;
+    w.spawn(
+        mm,
+        0,
+        vec![
+            UserOp::MadviseDontneed {
+                start: P,
+                len: PAGE_SIZE,
+            },
+            UserOp::Touch {
+                addr: P,
+                write: true,
+            },
+            UserOp::Exit,
+        ],
+        true,
+    );
+    let read = UserOp::Touch {
+        addr: P,
+        write: false,
+    };
+    w.spawn(
+        mm,
+        1,
+        vec![read.clone(), UserOp::Yield, read, UserOp::Exit],
+        true,
+    );
+    let other = w.mm_alloc()?;
+    w.spawn(other, 1, vec![UserOp::Yield, UserOp::Exit], true);
+    Ok(w)
+}
+
+/// RISC-V: hart 0 vmallocs a page, vfrees it and vmallocs the address
+/// again; hart 1, running its own process, reads the object in system calls.
+fn vmalloc_vs_reader(s: &Scenario) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let va = 0x0000_c000_0000_0000;
+    let mm = w.mm_alloc()?;
+    w.spawn(
+        mm,
+        0,
+        vec![
+            UserOp::Vmalloc { va },
+            UserOp::Vfree { va },
+            UserOp::Vmalloc { va },
+            UserOp::Exit,
+        ],
+        true,
+    );
+    let other = w.mm_alloc()?;
+    w.spawn(
+        other,
+        1,
+        vec![
+            UserOp::KernelRead { va },
+            UserOp::KernelRead { va },
+            UserOp::KernelRead { va },
+            UserOp::Exit,
+        ],
+        true,
+    );
+    Ok(w)
 }

@@ -457,7 +457,15 @@ impl World {
             vcpu_preemption: s.x86.vcpu_run_us > 0,
             arch: m.arch,
             arm64: s.arm64.clone(),
-            riscv: s.riscv.clone(),
+            riscv: machine::scenario::RiscvCfg {
+                // asids_init: too few ASIDs for the CPUs → no allocator.
+                asid_bits: if s.riscv_use_asid() {
+                    s.riscv.asid_bits
+                } else {
+                    0
+                },
+                ..s.riscv.clone()
+            },
         };
         let cpus = (0..n)
             .map(|i| Cpu {

@@ -577,6 +577,14 @@ impl Scenario {
                 a.asid_bits
             )));
         }
+        if m.arch == Arch::Arm64 && (1u64 << a.asid_bits) <= m.cpus as u64 + 1 {
+            return Err(Error::Range(format!(
+                "arm64.asid_bits = {} gives {} ASIDs, not more than machine.cpus + 1 = {} (asids_init refuses: every CPU may hold one across a rollover)",
+                a.asid_bits,
+                1u64 << a.asid_bits,
+                m.cpus + 1
+            )));
+        }
         let r = &self.riscv;
         if r.asid_bits > 16 || r.asid_bits == 1 {
             return Err(Error::Range(format!(
@@ -596,10 +604,15 @@ impl Scenario {
                     .into(),
             ));
         }
-        if (r.defer_flush_to_context_switch || r.defer_kernel_flush) && r.asid_bits == 0 {
-            return Err(Error::Config(
-                "riscv.defer_flush_to_context_switch needs ASIDs (riscv.asid_bits > 0)".into(),
-            ));
+        if m.arch == Arch::Riscv
+            && (r.defer_flush_to_context_switch || r.defer_kernel_flush)
+            && !self.riscv_use_asid()
+        {
+            return Err(Error::Config(format!(
+                "riscv.defer_flush_to_context_switch needs the ASID allocator, which the kernel enables only with more than 2 x machine.cpus = {} ASIDs (riscv.asid_bits = {})",
+                2 * m.cpus,
+                r.asid_bits
+            )));
         }
         if m.arch != Arch::X86
             && (x.invlpgb
@@ -612,6 +625,13 @@ impl Scenario {
             )));
         }
         Ok(())
+    }
+
+    /// arch/riscv/mm/context.c: `asids_init`: the ASID allocator is used only
+    /// when there are more than twice as many ASIDs as CPUs; otherwise
+    /// every switch flushes the TLB (`set_mm_noasid`).
+    pub fn riscv_use_asid(&self) -> bool {
+        self.riscv.asid_bits > 0 && (1u64 << self.riscv.asid_bits) > 2 * self.machine.cpus as u64
     }
 
     /// The resolved scenario as JSON (for `--json` output).

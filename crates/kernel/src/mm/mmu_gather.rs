@@ -62,18 +62,22 @@ impl MmuGather {
         self.unshared_tables = true;
     }
 
-    /// `pmd_free_tlb`: a PMD table covering `[region, region + 1G)`.
+    /// `pmd_free_tlb` → `tlb_flush_pud_range(tlb, address, PAGE_SIZE)`: a
+    /// PMD table covering `[region, region + 1G)`; the range grows by one
+    /// page (`freed_tables` makes the flush reach the walk caches).
     pub fn remove_pmd_table(&mut self, pfn: Pfn, region: u64) {
         self.start = self.start.min(region);
-        self.end = self.end.max(region + crate::mm::mmap::PUD_SIZE);
+        self.end = self.end.max(region + PAGE_SIZE);
         self.freed_tables = true;
         self.tables.push(pfn);
     }
 
-    /// `pte_free_tlb` → `tlb_remove_table`: a PTE table covering `[va, va+2M)`.
+    /// `pte_free_tlb` → `tlb_flush_pmd_range(tlb, address, PAGE_SIZE)` +
+    /// `tlb_remove_table`: a PTE table covering `[va, va + 2M)`; the range
+    /// grows by one page only.
     pub fn remove_table(&mut self, pfn: Pfn, va: u64) {
         self.start = self.start.min(va);
-        self.end = self.end.max(va + machine::HPAGE_SIZE);
+        self.end = self.end.max(va + PAGE_SIZE);
         self.freed_tables = true;
         self.tables.push(pfn);
     }
