@@ -493,8 +493,13 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
                 progress: true,
                 ..RunOptions::default()
             };
-            let mut tables = tlblab::demo::demo(&opts, iterations)?;
-            tables.push_str(&tlblab::demo::checks()?.0);
+            // The seed runs and the exhaustive checks are independent.
+            let (tables, checks) = rayon::join(
+                || tlblab::demo::demo(&opts, iterations),
+                tlblab::demo::checks,
+            );
+            let mut tables = tables?;
+            tables.push_str(&checks?.0);
             print!("{tables}");
             let figs = tlblab::demo::figures(&opts)?;
             let path = tlblab::demo::write_report("target/tlblab-report", &tables, &figs)?;

@@ -50,6 +50,11 @@ pub struct Row {
     pub violations: usize,
     pub sim_time_ns: u64,
     pub events: u64,
+    /// Share of busy CPU time in TLB maintenance (`cycles.flush_share`).
+    pub flush_share: f64,
+    /// arm64 broadcast TLBI operations.
+    pub tlbi_is: u64,
+    pub spurious_faults: u64,
 }
 
 impl Row {
@@ -68,6 +73,9 @@ impl Row {
             violations: r.violations.len(),
             sim_time_ns: r.sim_time_ns,
             events: r.events,
+            flush_share: r.cycles.flush_share,
+            tlbi_is: r.arch["tlbi_is"],
+            spurious_faults: r.spurious_faults,
         }
     }
 }
@@ -169,6 +177,9 @@ pub fn to_csv(axes: &[Axis], rows: &[Row]) -> String {
             "violations",
             "sim_time_ns",
             "events",
+            "flush_share",
+            "tlbi_is",
+            "spurious_faults",
         ]
         .map(String::from),
     );
@@ -187,6 +198,9 @@ pub fn to_csv(axes: &[Axis], rows: &[Row]) -> String {
             r.violations.to_string(),
             r.sim_time_ns.to_string(),
             r.events.to_string(),
+            format!("{:.5}", r.flush_share),
+            r.tlbi_is.to_string(),
+            r.spurious_faults.to_string(),
         ]);
         s.push_str(&cells.join(","));
         s.push('\n');
