@@ -213,7 +213,8 @@ fn reduced_usemem() -> Result<machine::Scenario, Error> {
 /// Seed (d): RISC-V deferred remote flushes.
 fn riscv_seed(out: &mut String, opts: &RunOptions, iterations: u64) -> Result<(), Error> {
     let mut base = load_scenario("mmapstress01")?;
-    base.workload.iterations = (iterations / 10).clamp(200, 2000);
+    // The masks need a few hundred forks to grow: never fewer than 1000.
+    base.workload.iterations = (iterations / 10).clamp(1000, 2000);
     let _ = writeln!(
         out,
         "\n== RISC-V: defer remote flushes to context switch (LTP mmapstress01, {} harts, {} forks) ==",
