@@ -18,6 +18,10 @@ pub const BUNDLED: &[(&str, &str)] = &[
         include_str!("../../../scenarios/usemem-fork-exec.toml"),
     ),
     (
+        "rt-latency",
+        include_str!("../../../scenarios/rt-latency.toml"),
+    ),
+    (
         "defer-race",
         include_str!("../../../scenarios/defer-race.toml"),
     ),
@@ -193,6 +197,8 @@ pub fn run_with_profile(
         vcpu_preempt_ns: s.x86.vcpu_preempt_us as u64 * 1000,
         timeslice_ns: s.machine.timeslice_us as u64 * 1000,
         migrate_pct: s.machine.migrate_pct,
+        irqoff_hz: s.machine.irqoff_hz,
+        irqoff_long_pct: s.machine.irqoff_long_pct,
         trace_depth: opts.trace,
     };
     let replay_profile = profile.clone();
@@ -280,7 +286,17 @@ pub fn compare_rows(arch: machine::scenario::Arch) -> Vec<(&'static str, Metric)
             op(r).map_or(0.0, |o| o.latency_ns.mean / 1000.0)
         }),
         ("p99 ns", |r| op(r).map_or(0.0, |o| o.latency_ns.p99 as f64)),
+        ("p99.9 ns", |r| {
+            op(r).map_or(0.0, |o| o.latency_ns.p999 as f64)
+        }),
+        ("max ns", |r| op(r).map_or(0.0, |o| o.latency_ns.max as f64)),
         ("ops/s", |r| op(r).map_or(0.0, |o| o.per_sec)),
+        ("2nd op ops/s", |r| {
+            r.ops
+                .get(1)
+                .filter(|o| o.name != "flush_tlb_mm_range")
+                .map_or(0.0, |o| o.per_sec)
+        }),
     ];
     let ipi_rows: Vec<(&'static str, Metric)> = vec![
         ("TLB total", |r| r.interrupt_totals["TLB"] as f64),

@@ -196,6 +196,11 @@ pub enum Label {
     SbiRfence {
         harts: u32,
     },
+    /// A sleeping task woken by its hrtimer.
+    Wakeup {
+        task: TaskId,
+        rt: bool,
+    },
     /// A kernel load/store at a vmalloc address (global translation).
     KernelAccess {
         va: u64,
@@ -396,6 +401,11 @@ impl fmt::Display for Label {
                     write!(f, "sfence.vma {va:#x}, asid {asid}")
                 }
             }
+            Label::Wakeup { task, rt } => write!(
+                f,
+                "hrtimer wakes task {task}{}",
+                if rt { " (SCHED_FIFO: need_resched)" } else { "" }
+            ),
             Label::KernelAccess { va, hit } => write!(
                 f,
                 "kernel access {va:#x} ({})",
@@ -429,6 +439,8 @@ pub struct Effects {
     /// CPUs whose wait may now complete, with mark.
     pub wakes: Vec<(CpuId, u16)>,
     pub stats: Vec<(Stat, u16)>,
+    /// hrtimers armed: (CPU, task, op started at expiry, expiry time in ns).
+    pub timers: Vec<(CpuId, TaskId, u16, u64)>,
     /// Filled only while `tracing` (the driver sets it when it keeps a trace).
     pub labels: Vec<Label>,
     pub tracing: bool,
@@ -440,6 +452,7 @@ impl Effects {
         self.ipis.clear();
         self.wakes.clear();
         self.stats.clear();
+        self.timers.clear();
         self.labels.clear();
     }
     #[inline]
@@ -500,6 +513,10 @@ impl Effects {
     pub fn wake(&mut self, cpu: CpuId) {
         let m = self.mark();
         self.wakes.push((cpu, m));
+    }
+    /// Arm `cpu`'s hrtimer for `task` at `at` (ns); the driver starts op `op` then.
+    pub fn timer(&mut self, cpu: CpuId, task: TaskId, op: u16, at: u64) {
+        self.timers.push((cpu, task, op, at));
     }
     pub fn stat(&mut self, s: Stat) {
         let m = self.mark();

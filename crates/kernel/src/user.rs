@@ -80,6 +80,10 @@ pub enum UserOp {
     KernelRead { va: u64 },
     /// `sched_yield()`: let the next task on this CPU's runqueue run.
     Yield,
+    /// cyclictest's loop: `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME,
+    /// next)` with `next += period_ns`; the driver starts op `op` when the
+    /// timer expires, so the `OpEnd(op)` after it measures wake-up latency.
+    ClockNanosleep { period_ns: u32, op: u16 },
     /// `exit()`.
     Exit,
 }
@@ -91,6 +95,8 @@ pub struct UserState {
     pub iter: u64,
     /// Progress inside a `TouchRange`.
     pub sub: u32,
+    /// `clock_nanosleep(TIMER_ABSTIME)`: the next wake-up time (ns).
+    pub deadline: u64,
     /// `DoneSpin` already reported.
     pub done: bool,
 }
@@ -289,6 +295,23 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
                 crate::hw::mmu::kernel_access(w, cpu, va, fx);
             }
             advance(w);
+            Flow::Yield
+        }
+        UserOp::ClockNanosleep { period_ns, op } => {
+            fx.cost(Cost::SyscallEntryExit, 1);
+            advance(w);
+            let now = w.now;
+            let task = &mut w.tasks[t as usize];
+            let base = if task.us.deadline == 0 {
+                now
+            } else {
+                task.us.deadline
+            };
+            task.us.deadline = (base + period_ns as u64).max(now + 1);
+            task.state = crate::world::TaskState::Sleeping;
+            fx.timer(cpu, t, op, task.us.deadline);
+            w.cpus[cpu as usize].curr = None;
+            crate::sched::core::schedule(w, cpu, fx);
             Flow::Yield
         }
         UserOp::Yield => {

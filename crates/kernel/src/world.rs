@@ -141,6 +141,8 @@ impl Frame {
 pub enum TaskState {
     Runnable,
     Running,
+    /// In `clock_nanosleep` until its hrtimer fires.
+    Sleeping,
     Exited,
 }
 
@@ -164,6 +166,8 @@ pub struct Task {
     /// Spurious faults in a row at `spurious_va` (the livelock monitor).
     pub spurious_streak: u32,
     pub spurious_va: u64,
+    /// A real-time task (SCHED_FIFO): it preempts others when it wakes.
+    pub rt: bool,
 }
 
 /// A virtual memory area (`struct vm_area_struct`), anonymous and private.
@@ -364,6 +368,11 @@ pub struct Cpu {
     pub asid: crate::arch::asid::CpuAsid,
     /// RISC-V: this hart's deferred-flush state (seed d).
     pub riscv: crate::arch::riscv::tlbflush::HartTlbState,
+    /// `TIF_NEED_RESCHED`: a higher-priority task woke; switch at the next
+    /// point where preemption is allowed.
+    pub need_resched: bool,
+    /// The per-CPU `flush_tlb_info` is in use by a flush in progress (monitor).
+    pub flush_info_busy: bool,
 }
 
 /// Kernel configuration the paths read (switches, static keys, tunables).
@@ -385,6 +394,11 @@ pub struct KernelCfg {
     /// vCPUs can be preempted by the host (`x86.vcpu_run_us > 0`).
     pub vcpu_preemption: bool,
     pub arch: machine::scenario::Arch,
+    /// Seed (a) v7: the flush waits with preemption enabled.
+    pub preemptible_flush: bool,
+    /// `machine.preemption = full`: kernel code is preemptible where
+    /// `preempt_count() == 0`.
+    pub preempt_full: bool,
     pub arm64: machine::scenario::Arm64Cfg,
     pub riscv: machine::scenario::RiscvCfg,
 }
@@ -403,6 +417,8 @@ pub enum StepKind {
     /// The scheduler tick preempts the task in user mode, optionally moving
     /// it to another CPU's runqueue.
     Tick { migrate_to: Option<CpuId> },
+    /// The CPU's hrtimer interrupt: wake the task whose sleep has ended.
+    TimerIrq,
 }
 
 /// The modelled machine and kernel.
@@ -456,6 +472,8 @@ impl World {
             tlb_ipi_broadcast_key: crate::arch::x86::tlb::native_pv_tlb_init(s),
             vcpu_preemption: s.x86.vcpu_run_us > 0,
             arch: m.arch,
+            preemptible_flush: s.x86.preemptible_flush,
+            preempt_full: m.preemption == machine::scenario::Preemption::Full,
             arm64: s.arm64.clone(),
             riscv: machine::scenario::RiscvCfg {
                 // asids_init: too few ASIDs for the CPUs → no allocator.
@@ -484,6 +502,8 @@ impl World {
                 kvm_flush_pending: false,
                 asid: Default::default(),
                 riscv: Default::default(),
+                need_resched: false,
+                flush_info_busy: false,
             })
             .collect();
         let init_mm = Mm {
@@ -614,6 +634,7 @@ impl World {
             measured,
             spurious_streak: 0,
             spurious_va: 0,
+            rt: false,
         });
         self.cpus[cpu as usize].rq.push_back(id);
         if measured {
@@ -642,6 +663,9 @@ impl World {
         if c.vcpu_preempted {
             return false;
         }
+        if c.need_resched && (c.curr.is_none() || self.can_preempt(cpu)) {
+            return true;
+        }
         match c.curr {
             None => !c.rq.is_empty(),
             Some(t) => {
@@ -654,14 +678,14 @@ impl World {
         }
     }
 
-    /// May a tick preempt `cpu` now? A user task is running (kernel paths
-    /// are not preempted: PREEMPT_NONE), IRQs and preemption are on.
+    /// May the task running on `cpu` be preempted now? In user mode, IRQs
+    /// and preemption on; in the kernel too with `machine.preemption = full`.
     pub fn can_preempt(&self, cpu: CpuId) -> bool {
         let c = &self.cpus[cpu as usize];
         match c.curr {
             Some(t) => {
                 let task = &self.tasks[t as usize];
-                task.kstack.is_empty()
+                (task.kstack.is_empty() || self.cfg.preempt_full)
                     && task.state != TaskState::Exited
                     && c.irqs_off == 0
                     && c.preempt_count == 0
@@ -669,6 +693,12 @@ impl World {
             }
             None => false,
         }
+    }
+
+    /// Can the hrtimer interrupt be taken on `cpu` now (IRQs on)?
+    pub fn can_take_timer(&self, cpu: CpuId) -> bool {
+        let c = &self.cpus[cpu as usize];
+        c.irqs_off == 0 && !c.vcpu_preempted
     }
 
     /// Would `cpu` take a pending IPI now?
@@ -727,10 +757,16 @@ impl World {
             StepKind::Tick { migrate_to } => {
                 crate::sched::core::scheduler_tick(self, cpu, migrate_to, fx)
             }
+            StepKind::TimerIrq => crate::sched::core::hrtimer_wakeup(self, cpu, fx),
         }
     }
 
     fn run(&mut self, cpu: CpuId, fx: &mut Effects) {
+        if self.cpus[cpu as usize].need_resched && self.can_preempt(cpu) {
+            // preempt_schedule(): the woken higher-priority task runs now.
+            crate::sched::core::preempt(self, cpu, fx);
+            return;
+        }
         let Some(t) = self.cpus[cpu as usize].curr else {
             crate::sched::core::schedule(self, cpu, fx);
             return;

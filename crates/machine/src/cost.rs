@@ -149,6 +149,10 @@ costs! {
     UserPageWrite = "user_page_write",
     /// `do_shared_fault` of a page-cache page: `filemap_fault` lookup, map it, take a reference.
     FilemapFault = "filemap_fault",
+    /// Mean of a typical IRQ-off window on a CPU (`spin_lock_irqsave` sections).
+    IrqOffShort = "irqoff_short",
+    /// Mean of a long IRQ-off window (the tail: console, large lists, firmware-ish drivers).
+    IrqOffLong = "irqoff_long",
     /// RISC-V: local `sfence.vma addr, asid`.
     SfenceVma = "sfence_vma",
     /// RISC-V: local `sfence.vma x0, asid` (whole ASID) or `sfence.vma` (all).

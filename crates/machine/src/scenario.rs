@@ -94,6 +94,14 @@ impl Arch {
     }
 }
 
+/// The kernel's preemption model (`CONFIG_PREEMPT_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Preemption {
+    None,
+    Full,
+}
+
 /// Where `struct flush_tlb_info` lives (seed x86-flush-tlb-info-on-stack).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -140,6 +148,17 @@ pub struct MachineCfg {
     /// user mode when another task waits on its CPU (CFS's slice). 0 = no
     /// tick: tasks run until they block or exit.
     pub timeslice_us: u32,
+    /// Kernel preemption model: `none` (PREEMPT_NONE: kernel code runs until
+    /// it returns to user mode or blocks) or `full` (PREEMPT / PREEMPT_RT
+    /// style: a waking higher-priority task preempts kernel code wherever
+    /// `preempt_count() == 0` and IRQs are on).
+    pub preemption: Preemption,
+    /// IRQ-off windows per second per CPU (spin_lock_irqsave sections,
+    /// drivers): the CPU runs them and cannot take interrupts meanwhile.
+    /// Lengths are exponential with mean `irqoff_short` from the cost
+    /// profile, or `irqoff_long` for `irqoff_long_pct` % of them. 0 = none.
+    pub irqoff_hz: u32,
+    pub irqoff_long_pct: u32,
     /// At each tick, the chance (%) that the running task is moved to
     /// another CPU's runqueue (load balancing and wake-up placement). Tasks
     /// that migrate leave their ASIDs and `mm_cpumask` bits behind.
@@ -163,6 +182,9 @@ impl Default for MachineCfg {
             smi_us: 200,
             timeslice_us: 0,
             migrate_pct: 0,
+            preemption: Preemption::None,
+            irqoff_hz: 0,
+            irqoff_long_pct: 1,
         }
     }
 }
@@ -214,6 +236,11 @@ pub struct X86Cfg {
     pub vcpu_run_us: u32,
     /// Mean length of a host preemption of a vCPU (µs, exponential).
     pub vcpu_preempt_us: u32,
+    /// Seed (a) v7: `flush_tlb_mm_range` keeps only migration disabled while
+    /// it waits for the IPIs, so it can be preempted. Needs a stack
+    /// `flush_tlb_info` (the per-CPU one would be overwritten by a
+    /// preempting flush on the same CPU).
+    pub preemptible_flush: bool,
 }
 
 impl Default for X86Cfg {
@@ -226,6 +253,7 @@ impl Default for X86Cfg {
             paravirt: Paravirt::None,
             vcpu_run_us: 0,
             vcpu_preempt_us: 50,
+            preemptible_flush: false,
         }
     }
 }
@@ -339,6 +367,9 @@ pub struct InjectCfg {
     pub skip_flush_in_flush_tlb_func: bool,
     /// `native_flush_tlb_multi` skips lazy CPUs even when page tables were freed.
     pub lazy_skip_on_freed_tables: bool,
+    /// Allow `x86.preemptible_flush` with the per-CPU `flush_tlb_info` (the
+    /// unsafe combination the scenario check refuses).
+    pub preemptible_percpu_flush: bool,
 }
 
 /// The paravirtual TLB-flush backend (`pv_ops.mmu.flush_tlb_multi`).
@@ -564,6 +595,20 @@ impl Scenario {
                 "x86.vcpu_run_us / x86.vcpu_preempt_us (allowed 0..=10000000)".into(),
             ));
         }
+        if x.preemptible_flush
+            && x.flush_tlb_info == FlushTlbInfoPlacement::Percpu
+            && !self.inject.preemptible_percpu_flush
+        {
+            return Err(Error::Config(
+                "x86.preemptible_flush needs x86.flush_tlb_info = stack_aligned or stack_unaligned: a preempting flush on the same CPU would overwrite the per-CPU struct (unsafe)".into(),
+            ));
+        }
+        if m.irqoff_hz > 1_000_000 || m.irqoff_long_pct > 100 {
+            return Err(Error::Range(format!(
+                "machine.irqoff_hz = {} (allowed 0..=1000000), machine.irqoff_long_pct = {} (0..=100)",
+                m.irqoff_hz, m.irqoff_long_pct
+            )));
+        }
         if x.vcpu_run_us > 0 && x.paravirt != Paravirt::Kvm {
             return Err(Error::Config(
                 "x86.vcpu_run_us needs x86.paravirt = \"kvm\" (only a guest's vCPUs are preempted)"
@@ -686,6 +731,15 @@ impl Scenario {
                 "offset in its line of an unaligned stack struct",
             ),
             ("x86.invlpgb", "true | false", "AMD INVLPGB broadcast flush instead of IPIs"),
+            (
+                "x86.preemptible_flush",
+                "true | false",
+                "seed x86-flush-tlb-info-on-stack v7: wait for flush IPIs with preemption on (needs a stack flush_tlb_info)",
+            ),
+            ("machine.preemption", "none | full", "kernel preemption model (full: RT tasks preempt kernel code)"),
+            ("machine.irqoff_hz", "per s per CPU (0)", "IRQ-off windows (short typical, long tail)"),
+            ("machine.irqoff_long_pct", "% (1)", "share of IRQ-off windows drawn from the long tail"),
+            ("inject.preemptible_percpu_flush", "true | false", "UNSAFE: preemptible flush with the per-CPU flush_tlb_info"),
             ("x86.paravirt", "none | kvm", "flush_tlb_multi backend; kvm skips preempted vCPUs"),
             ("x86.vcpu_run_us", "us (0 = never)", "kvm: mean vCPU run time between host preemptions"),
             ("x86.vcpu_preempt_us", "us (50)", "kvm: mean host preemption length"),

@@ -28,6 +28,10 @@ enum Kind {
     Resume,
     /// The scheduler tick (`scheduler_tick` → `resched_curr`).
     Tick,
+    /// An hrtimer armed on this CPU expires.
+    Timer,
+    /// The CPU enters an IRQ-off window (a stall with interrupts masked).
+    IrqOff,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -77,6 +81,9 @@ pub struct SimOptions {
     pub timeslice_ns: u64,
     /// Chance (%) that a tick migrates the running task.
     pub migrate_pct: u32,
+    /// IRQ-off windows per second per CPU, and the share (%) from the long tail.
+    pub irqoff_hz: u32,
+    pub irqoff_long_pct: u32,
 }
 
 impl Default for SimOptions {
@@ -94,6 +101,8 @@ impl Default for SimOptions {
             vcpu_preempt_ns: 0,
             timeslice_ns: 0,
             migrate_pct: 0,
+            irqoff_hz: 0,
+            irqoff_long_pct: 0,
         }
     }
 }
@@ -150,6 +159,10 @@ pub struct Sim {
     irq_arrived: Vec<bool>,
     /// A tick asked for a reschedule; done at the next step boundary.
     tick_pending: Vec<bool>,
+    /// Each CPU's armed hrtimer: (task, op to start, expiry).
+    timer: Vec<Option<(TaskId, u16, Time)>>,
+    /// The hrtimer expired; its interrupt waits for IRQs to be on.
+    timer_due: Vec<bool>,
     cache: CacheModel,
     fx: Effects,
     offsets: Vec<u64>,
@@ -181,6 +194,8 @@ pub struct Sim {
     pub maint_ps: u64,
     /// Of that, waiting for the DVM path (queueing + fan-out + DSB ISH), in ps.
     pub dvm_wait_ps: u64,
+    /// Time CPUs spent in IRQ-off windows (`machine.irqoff_hz`), ns.
+    pub irqoff_ns: u64,
 }
 
 impl Sim {
@@ -201,6 +216,8 @@ impl Sim {
             stall_until: vec![0; n],
             irq_arrived: vec![false; n],
             tick_pending: vec![false; n],
+            timer: vec![None; n],
+            timer_due: vec![false; n],
             cache: CacheModel::default(),
             fx: Effects::default(),
             offsets: Vec::new(),
@@ -220,6 +237,7 @@ impl Sim {
             busy_ps: 0,
             maint_ps: 0,
             dvm_wait_ps: 0,
+            irqoff_ns: 0,
             opts,
         };
         for c in 0..n as CpuId {
@@ -238,6 +256,10 @@ impl Sim {
             if s.opts.vcpu_run_ns > 0 {
                 let t = s.exp(s.opts.vcpu_run_ns);
                 s.push(t, c, Kind::Preempt);
+            }
+            if s.opts.irqoff_hz > 0 {
+                let t = s.exp(1_000_000_000 / s.opts.irqoff_hz as u64);
+                s.push(t, c, Kind::IrqOff);
             }
             if s.opts.timeslice_ns > 0 {
                 // CPUs' ticks are not in phase.
@@ -322,6 +344,33 @@ impl Sim {
                     let t = self.now + self.exp(self.opts.vcpu_preempt_ns.max(1));
                     self.push(t, ev.cpu, Kind::Resume);
                 }
+                Kind::Timer => {
+                    if let Some((t, op, due)) = self.timer[c] {
+                        if due == self.now {
+                            self.timer[c] = None;
+                            // The latency clock starts at expiry, not delivery.
+                            self.op_begin.insert((t, op), due);
+                            self.timer_due[c] = true;
+                            let at = self.now.max(self.busy_until[c]);
+                            self.schedule(ev.cpu, at);
+                        }
+                    }
+                }
+                Kind::IrqOff => {
+                    // A spin_lock_irqsave section: the CPU is busy and takes
+                    // no interrupt until it ends (priced like a stall).
+                    let long = self.rng.below(100) < self.opts.irqoff_long_pct as u64;
+                    let mean = if long {
+                        self.ps[Cost::IrqOffLong as usize]
+                    } else {
+                        self.ps[Cost::IrqOffShort as usize]
+                    } / PS;
+                    let len = self.exp(mean.max(1));
+                    self.stall(c, len);
+                    self.irqoff_ns += len;
+                    let t = self.now + self.exp(1_000_000_000 / self.opts.irqoff_hz as u64);
+                    self.push(t, ev.cpu, Kind::IrqOff);
+                }
                 Kind::Tick => {
                     let t = self.now + self.opts.timeslice_ns;
                     self.push(t, ev.cpu, Kind::Tick);
@@ -398,7 +447,10 @@ impl Sim {
             self.schedule(cpu, t);
             return;
         }
-        let kind = if self.irq_arrived[c] && self.world.can_take_irq(cpu) {
+        let kind = if self.timer_due[c] && self.world.can_take_timer(cpu) {
+            self.timer_due[c] = false;
+            StepKind::TimerIrq
+        } else if self.irq_arrived[c] && self.world.can_take_irq(cpu) {
             self.irq_arrived[c] = false;
             StepKind::TakeIrq
         } else if std::mem::take(&mut self.tick_pending[c]) && self.world.can_preempt(cpu) {
@@ -439,6 +491,10 @@ impl Sim {
             let at = now + self.at(m as usize);
             self.stat(s, at);
         }
+        for &(tc, task, op, due) in &fx.timers {
+            self.timer[tc as usize] = Some((task, op, due));
+            self.push(due.max(now), tc, Kind::Timer);
+        }
         self.trace_labels(cpu, &fx);
         self.fx = fx;
         if self.world.violations.len() > nviol {
@@ -447,7 +503,10 @@ impl Sim {
                 self.record_violation(v);
             }
         }
-        if (self.irq_arrived[c] && self.world.can_take_irq(cpu)) || self.world.can_run(cpu) {
+        if (self.irq_arrived[c] && self.world.can_take_irq(cpu))
+            || (self.timer_due[c] && self.world.can_take_timer(cpu))
+            || self.world.can_run(cpu)
+        {
             self.schedule(cpu, now + dur);
         }
     }

@@ -13,6 +13,7 @@ pub mod hugetlb;
 pub mod khugepaged;
 pub mod madvise_dontneed;
 pub mod mmapstress;
+pub mod rt_latency;
 pub mod tlb_flush;
 pub mod usemem;
 
@@ -47,6 +48,8 @@ pub fn catalogue() -> Vec<WorkloadInfo> {
         mmapstress::LAT_MMAP,
         defer_race::DEFER_RACE,
         defer_race::VMALLOC_RACE,
+        rt_latency::RT_LATENCY,
+        rt_latency::RT_FLUSH_RACE,
     ]
 }
 

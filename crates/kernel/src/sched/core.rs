@@ -34,6 +34,57 @@ pub fn scheduler_tick(w: &mut World, cpu: CpuId, migrate_to: Option<CpuId>, fx: 
     schedule(w, cpu, fx);
 }
 
+/// kernel/time/hrtimer.c: `hrtimer_interrupt` → `hrtimer_wakeup` →
+/// `wake_up_process`: the sleeping task whose deadline passed becomes
+/// runnable; a real-time task goes to the head of the runqueue and sets
+/// `need_resched`, and preempts at once if the current task allows it.
+pub fn hrtimer_wakeup(w: &mut World, cpu: CpuId, fx: &mut Effects) {
+    fx.cost(Cost::IrqEntry, 1);
+    fx.cost(Cost::IrqExit, 1);
+    let now = w.now;
+    let Some(t) = w
+        .tasks
+        .iter()
+        .filter(|t| t.cpu == cpu && t.state == TaskState::Sleeping && t.us.deadline <= now)
+        .min_by_key(|t| t.us.deadline)
+        .map(|t| t.id)
+    else {
+        return;
+    };
+    let task = &mut w.tasks[t as usize];
+    task.state = TaskState::Runnable;
+    let rt = task.rt;
+    let c = &mut w.cpus[cpu as usize];
+    if rt {
+        c.rq.push_front(t);
+        c.need_resched = true;
+    } else {
+        c.rq.push_back(t);
+    }
+    fx.label(crate::Label::Wakeup { task: t, rt });
+    if w.cpus[cpu as usize].curr.is_none() {
+        w.cpus[cpu as usize].need_resched = false;
+        schedule(w, cpu, fx);
+    } else if rt && w.can_preempt(cpu) {
+        preempt(w, cpu, fx);
+    }
+}
+
+/// kernel/sched/core.c: `preempt_schedule` / `__schedule(SM_PREEMPT)`: put
+/// the running task back behind the woken one and switch to it. The
+/// preempted task keeps its kernel stack (a kernel path in progress resumes
+/// where it stopped).
+pub fn preempt(w: &mut World, cpu: CpuId, fx: &mut Effects) {
+    let c = &mut w.cpus[cpu as usize];
+    c.need_resched = false;
+    if let Some(t) = c.curr.take() {
+        let at = c.rq.len().min(1);
+        c.rq.insert(at, t);
+        w.tasks[t as usize].state = TaskState::Runnable;
+    }
+    schedule(w, cpu, fx);
+}
+
 /// kernel/sched/core.c: `__schedule` → `context_switch`: run the next task on
 /// this CPU's runqueue, or go idle. A task without an mm (kernel thread, idle)
 /// gets `enter_lazy_tlb`; a user task gets `switch_mm` (x86: `switch_mm_irqs_off`).

@@ -142,7 +142,11 @@ impl FlushTlbMmRange {
         match self.pc {
             Pc::Start => {
                 fx.stat(Stat::OpBegin(task, OP_FLUSH_TLB_MM_RANGE));
-                w.cpus[cpu as usize].preempt_count += 1;
+                // Upstream: get_cpu() for the whole flush, wait included.
+                // Seed (a) v7: migrate_disable() only; preemption stays on.
+                if !w.cfg.preemptible_flush {
+                    w.cpus[cpu as usize].preempt_count += 1;
+                }
                 let new_tlb_gen = inc_mm_tlb_gen(w, self.mm, fx);
                 self.info = Some(get_flush_tlb_info(
                     w,
@@ -184,7 +188,13 @@ impl FlushTlbMmRange {
                 Flow::Continue
             }
             Pc::Done => {
-                w.cpus[cpu as usize].preempt_count -= 1;
+                // put_flush_tlb_info(); put_cpu() / migrate_enable().
+                if let Some(InfoRef::PerCpu(c)) = self.info {
+                    w.cpus[c as usize].flush_info_busy = false;
+                }
+                if !w.cfg.preemptible_flush {
+                    w.cpus[cpu as usize].preempt_count -= 1;
+                }
                 fx.stat(Stat::OpEnd(task, OP_FLUSH_TLB_MM_RANGE));
                 Flow::Return
             }
@@ -238,6 +248,21 @@ pub fn get_flush_tlb_info(
         FlushTlbInfoPlacement::Percpu => InfoRef::PerCpu(cpu),
         _ => InfoRef::Stack(task),
     };
+    if let InfoRef::PerCpu(c) = r {
+        // Monitor: only one flush may use a CPU's struct at a time; with
+        // preemption on, a preempting flush on this CPU overwrites it while
+        // the first one's targets may still read it.
+        if std::mem::replace(&mut w.cpus[c as usize].flush_info_busy, true) {
+            w.violation(
+                2,
+                cpu,
+                start,
+                format!(
+                    "CPU{cpu}: a flush by task {task} overwrote the per-CPU flush_tlb_info while a preempted flush on this CPU was still waiting for its targets to read it"
+                ),
+            );
+        }
+    }
     set_info(w, r, |f| *f = info);
     fx.cost(Cost::FlushInfoInit, 1);
     let (addr, len) = info_lines(w, r);
