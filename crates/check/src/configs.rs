@@ -218,6 +218,35 @@ pub const CATALOGUE: &[Config] = &[
         world: vmalloc_vs_reader,
     },
     Config {
+        name: "x86_preempt_full_upstream",
+        about: "PREEMPT kernel, upstream flush (per-CPU flush_tlb_info, preemption off while waiting): the RT thread runs only after the flush",
+        sets: &["machine.preemption=full"],
+        expect_safe: true,
+        world: preempting_flush,
+    },
+    Config {
+        name: "x86_preemptible_flush_stack",
+        about: "seed (a) v7: a flush waiting with preemption on is preempted by an RT thread of the mm that flushes too (stack flush_tlb_info)",
+        sets: &[
+            "machine.preemption=full",
+            "x86.flush_tlb_info=stack_aligned",
+            "x86.preemptible_flush=true",
+        ],
+        expect_safe: true,
+        world: preempting_flush,
+    },
+    Config {
+        name: "unsafe_preemptible_percpu_info",
+        about: "the same with the per-CPU flush_tlb_info: the preempting flush overwrites it",
+        sets: &[
+            "machine.preemption=full",
+            "x86.preemptible_flush=true",
+            "inject.preemptible_percpu_flush=true",
+        ],
+        expect_safe: false,
+        world: preempting_flush,
+    },
+    Config {
         name: "bug_munmap_no_ipi_wait",
         about: "munmap whose flush does not wait for the IPIs",
         sets: &["inject.no_ipi_wait=true"],
@@ -526,6 +555,64 @@ fn vmalloc_vs_reader(s: &Scenario) -> Result<World, Error> {
             UserOp::KernelRead { va },
             UserOp::KernelRead { va },
             UserOp::KernelRead { va },
+            UserOp::Exit,
+        ],
+        true,
+    );
+    Ok(w)
+}
+
+/// x86, 2 CPUs: on CPU0 a thread madvises its page (a flush that IPIs
+/// CPU1, where a thread of the mm reads) and an RT thread of the same mm
+/// sleeps; its timer may fire at any moment, preempt the flush where
+/// preemption is on, and madvise a page of its own.
+fn preempting_flush(s: &Scenario) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let mm = w.mm_alloc()?;
+    let q = P + PAGE_SIZE;
+    w.add_vma(mm, P, 2 * PAGE_SIZE);
+    kernel::mm::memory::populate_range(&mut w, mm, P, P + 2 * PAGE_SIZE)?;
+    let rt = w.spawn(
+        mm,
+        0,
+        vec![
+            UserOp::ClockNanosleep {
+                period_ns: 1000,
+                op: 0,
+            },
+            UserOp::MadviseDontneed {
+                start: q,
+                len: PAGE_SIZE,
+            },
+            UserOp::Exit,
+        ],
+        true,
+    );
+    w.tasks[rt as usize].rt = true;
+    w.spawn(
+        mm,
+        0,
+        vec![
+            UserOp::MadviseDontneed {
+                start: P,
+                len: PAGE_SIZE,
+            },
+            UserOp::Exit,
+        ],
+        true,
+    );
+    w.spawn(
+        mm,
+        1,
+        vec![
+            UserOp::Touch {
+                addr: P,
+                write: false,
+            },
+            UserOp::Touch {
+                addr: q,
+                write: false,
+            },
             UserOp::Exit,
         ],
         true,

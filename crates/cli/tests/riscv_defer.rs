@@ -163,3 +163,23 @@ fn lmbench_latencies_do_not_regress() {
         assert!(d.violations.is_empty());
     }
 }
+
+/// 8-bit ASIDs (256 > 2 x 64 harts, so the allocator is on): 2000 forked
+/// children roll the generation over; rollover flushes and deferred queues
+/// keyed by reused ASIDs stay safe. With 6 bits (64 ASIDs, not more than
+/// 2 x 64 harts) `asids_init` leaves the allocator off: no ASIDs, and the
+/// seed's deferral is refused.
+#[test]
+fn asid_rollover_with_deferral_is_safe() {
+    let r = stress(&["riscv.asid_bits=8", DEFER]);
+    assert!(r.arch["asid_rollovers"] > 0, "{:?}", r.arch);
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+    let s = scenario("mmapstress01", &["riscv.asid_bits=6", DEFER]);
+    assert!(s
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("ASID allocator"));
+    let noasid = stress(&["riscv.asid_bits=6"]);
+    assert_eq!(noasid.arch["asid_rollovers"], 0);
+}

@@ -299,6 +299,9 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
         }
         UserOp::ClockNanosleep { period_ns, op } => {
             fx.cost(Cost::SyscallEntryExit, 1);
+            fx.label(crate::Label::Syscall {
+                nr: "clock_nanosleep",
+            });
             advance(w);
             let now = w.now;
             let task = &mut w.tasks[t as usize];

@@ -717,6 +717,15 @@ impl World {
             if self.can_take_irq(c) {
                 out.push((c, StepKind::TakeIrq));
             }
+            // A sleeping task's hrtimer may expire at any moment.
+            if self.can_take_timer(c)
+                && self
+                    .tasks
+                    .iter()
+                    .any(|t| t.cpu == c && t.state == TaskState::Sleeping)
+            {
+                out.push((c, StepKind::TimerIrq));
+            }
             // Under KVM the host may deschedule a vCPU at any point, even
             // with IRQs off, and run it again later.
             if self.cfg.paravirt == machine::scenario::Paravirt::Kvm && self.cfg.vcpu_preemption {

@@ -41,11 +41,12 @@ pub fn scheduler_tick(w: &mut World, cpu: CpuId, migrate_to: Option<CpuId>, fx: 
 pub fn hrtimer_wakeup(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     fx.cost(Cost::IrqEntry, 1);
     fx.cost(Cost::IrqExit, 1);
-    let now = w.now;
+    // The driver raises this interrupt when the earliest timer of this CPU
+    // expires (the checker: at any moment it chooses).
     let Some(t) = w
         .tasks
         .iter()
-        .filter(|t| t.cpu == cpu && t.state == TaskState::Sleeping && t.us.deadline <= now)
+        .filter(|t| t.cpu == cpu && t.state == TaskState::Sleeping)
         .min_by_key(|t| t.us.deadline)
         .map(|t| t.id)
     else {
