@@ -58,6 +58,9 @@ enum Cmd {
         /// A variant: "key=value[,key=value...]" (repeatable).
         #[arg(long = "vs", value_name = "KEY=VALUE,...", required = true)]
         vs: Vec<String>,
+        /// Also draw the main op's latency CDF of every variant to this SVG.
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -72,6 +75,13 @@ enum Cmd {
         /// Directory for sweep.csv and sweep.json.
         #[arg(long, default_value = "target/tlblab-sweep")]
         out: String,
+        /// Also draw a metric against the last axis, one line per value of
+        /// the other axes, to this SVG.
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<String>,
+        /// The metric --plot draws (a sweep.csv column).
+        #[arg(long, default_value = "us_per_op")]
+        y: String,
         #[command(flatten)]
         common: Common,
     },
@@ -212,6 +222,7 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
             scenario,
             workload,
             vs,
+            plot,
             common,
         } => {
             let base = scenario_of(scenario.as_deref(), workload.as_deref(), &common)?;
@@ -243,12 +254,20 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
                 );
                 print!("{}", compare_table(&labels, &reports));
             }
+            if let Some(path) = plot {
+                let svg = tlblab::plot::latency_cdf(&base.name, &labels, &reports)
+                    .map_err(Error::Config)?;
+                std::fs::write(&path, svg).map_err(|e| Error::Io(format!("{path}: {e}")))?;
+                eprintln!("wrote {path}");
+            }
         }
         Cmd::Sweep {
             scenario,
             workload,
             over,
             out,
+            plot,
+            y,
             common,
         } => {
             let base = scenario_of(scenario.as_deref(), workload.as_deref(), &common)?;
@@ -257,6 +276,12 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
                 .map(|o| tlblab::sweep::Axis::parse(o))
                 .collect::<Result<_, _>>()?;
             let opts = options(&common)?;
+            if plot.is_some() && !tlblab::plot::SWEEP_METRICS.contains(&y.as_str()) {
+                return Err(Error::Config(format!(
+                    "--y {y}: not a sweep metric ({})",
+                    tlblab::plot::SWEEP_METRICS.join(", ")
+                )));
+            }
             let rows = tlblab::sweep::sweep(&base, &axes, &opts, !common.json)?;
             let csv = tlblab::sweep::to_csv(&axes, &rows);
             let json = serde_json::to_string_pretty(&serde_json::json!({
@@ -275,6 +300,12 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
             } else {
                 print!("{csv}");
                 eprintln!("wrote {out}/sweep.csv and {out}/sweep.json");
+            }
+            if let Some(path) = plot {
+                let svg = tlblab::plot::sweep_chart(&base.name, &axes, &rows, &y)
+                    .map_err(Error::Config)?;
+                std::fs::write(&path, svg).map_err(|e| Error::Io(format!("{path}: {e}")))?;
+                eprintln!("wrote {path}");
             }
         }
         Cmd::Check {

@@ -55,6 +55,7 @@ pub fn line_chart(
         }
         chart
             .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .draw()
@@ -62,4 +63,127 @@ pub fn line_chart(
         root.present().map_err(|e| e.to_string())?;
     }
     Ok(svg)
+}
+
+/// The main op's latency CDF of each run: x = log10 of the latency in ns
+/// (tails span orders of magnitude), y = the quantile in nines
+/// (1 = p90, 2 = p99, 3 = p99.9, 4 = p99.99; the maximum is drawn at 5).
+pub fn latency_cdf(
+    title: &str,
+    labels: &[String],
+    reports: &[sim::Report],
+) -> Result<String, String> {
+    let series: Vec<Series> = labels
+        .iter()
+        .zip(reports)
+        .map(|(l, r)| Series {
+            name: l.clone(),
+            points: r
+                .main_op()
+                .map(|o| {
+                    o.cdf
+                        .iter()
+                        .map(|&(q, ns)| {
+                            // "Nines": 0.9 -> 1, 0.99 -> 2, ...; the maximum at 5.
+                            let nines = if q >= 1.0 { 5.0 } else { -(1.0 - q).log10() };
+                            ((ns.max(1) as f64).log10(), nines)
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+        .collect();
+    let op = reports
+        .first()
+        .and_then(|r| r.main_op())
+        .map_or("op".to_string(), |o| o.name.clone());
+    line_chart(
+        &format!("{title}: {op} latency CDF"),
+        "latency, log10 ns",
+        "quantile, nines (3 = p99.9; max at 5)",
+        &series,
+    )
+}
+
+/// The `sweep.csv` metrics `sweep --plot --y` can draw.
+pub const SWEEP_METRICS: [&str; 12] = [
+    "us_per_op",
+    "ops_per_sec",
+    "p99_ns",
+    "tlb_total",
+    "cal_total",
+    "tlb_per_op",
+    "cal_per_op",
+    "violations",
+    "sim_time_ns",
+    "flush_share",
+    "tlbi_is",
+    "spurious_faults",
+];
+
+/// A sweep metric against the last axis, one series per combination of
+/// the other axes' values. `metric` is a `sweep.csv` column.
+pub fn sweep_chart(
+    title: &str,
+    axes: &[crate::sweep::Axis],
+    rows: &[crate::sweep::Row],
+    metric: &str,
+) -> Result<String, String> {
+    let value = |r: &crate::sweep::Row| -> Option<f64> {
+        Some(match metric {
+            "us_per_op" => r.us_per_op,
+            "ops_per_sec" => r.ops_per_sec,
+            "p99_ns" => r.p99_ns as f64,
+            "tlb_total" => r.tlb_total as f64,
+            "cal_total" => r.cal_total as f64,
+            "tlb_per_op" => r.tlb_per_op,
+            "cal_per_op" => r.cal_per_op,
+            "violations" => r.violations as f64,
+            "sim_time_ns" => r.sim_time_ns as f64,
+            "flush_share" => r.flush_share,
+            "tlbi_is" => r.tlbi_is as f64,
+            "spurious_faults" => r.spurious_faults as f64,
+            _ => return None,
+        })
+    };
+    let Some(last) = axes.last() else {
+        return Err("sweep --plot needs at least one --over axis".into());
+    };
+    if !SWEEP_METRICS.contains(&metric) {
+        return Err(format!(
+            "--y {metric}: not a sweep metric ({})",
+            SWEEP_METRICS.join(", ")
+        ));
+    }
+    let mut series: Vec<Series> = Vec::new();
+    for r in rows {
+        let (others, x) = r.values.split_at(r.values.len() - 1);
+        let name = if others.is_empty() {
+            metric.to_string()
+        } else {
+            others
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let xv = x[0]
+            .1
+            .parse::<f64>()
+            .unwrap_or_else(|_| last.values.iter().position(|v| *v == x[0].1).unwrap_or(0) as f64);
+        let y = value(r).unwrap_or(0.0);
+        match series.iter_mut().find(|s| s.name == name) {
+            Some(s) => s.points.push((xv, y)),
+            None => series.push(Series {
+                name,
+                points: vec![(xv, y)],
+            }),
+        }
+    }
+    line_chart(
+        &format!("{title}: {metric} vs {}", last.key),
+        &last.key,
+        metric,
+        &series,
+    )
 }

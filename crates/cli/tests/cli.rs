@@ -133,7 +133,7 @@ fn demo_prints_seed_tables_and_writes_the_report() {
         .find_map(|l| l.strip_prefix("report: "))
         .expect("report path printed");
     let html = std::fs::read_to_string(path).unwrap();
-    assert_eq!(html.matches("<svg").count(), 5);
+    assert_eq!(html.matches("<svg").count(), 6);
 }
 
 #[test]
@@ -151,4 +151,61 @@ fn check_exit_codes() {
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(v.as_array().unwrap().iter().all(|r| r["pass"] == true));
+}
+
+#[test]
+fn compare_and_sweep_draw_plots() {
+    let dir = std::env::temp_dir().join(format!("tlblab-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cdf = dir.join("cdf.svg");
+    let (code, _, err) = tlblab(&[
+        "compare",
+        "--set",
+        "workload.iterations=300",
+        "--vs",
+        "x86.flush_tlb_info=stack_unaligned",
+        "--plot",
+        cdf.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let svg = std::fs::read_to_string(&cdf).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("latency CDF"));
+    let chart = dir.join("sweep.svg");
+    let out = dir.join("sweep");
+    let (code, _, err) = tlblab(&[
+        "sweep",
+        "--set",
+        "workload.iterations=200",
+        "--over",
+        "machine.cpus=4,8",
+        "--out",
+        out.to_str().unwrap(),
+        "--plot",
+        chart.to_str().unwrap(),
+        "--y",
+        "tlb_per_op",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(std::fs::read_to_string(&chart)
+        .unwrap()
+        .contains("tlb_per_op vs machine.cpus"));
+    let (code, _, err) = tlblab(&[
+        "sweep",
+        "--set",
+        "workload.iterations=50",
+        "--over",
+        "machine.cpus=4",
+        "--out",
+        out.to_str().unwrap(),
+        "--plot",
+        chart.to_str().unwrap(),
+        "--y",
+        "nonsense",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--y nonsense") && err.lines().count() == 1,
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }

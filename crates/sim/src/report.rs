@@ -23,7 +23,15 @@ pub struct OpReport {
     /// first start to the last end of this operation.
     pub per_sec: f64,
     pub latency_ns: Latency,
+    /// The latency distribution: (quantile, ns) from the minimum to the
+    /// maximum (for CDF plots).
+    pub cdf: Vec<(f64, u64)>,
 }
+
+/// Quantiles kept in [`OpReport::cdf`].
+pub const CDF_QUANTILES: [f64; 17] = [
+    0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9999, 1.0,
+];
 
 /// `/proc/interrupts` rows: one count per CPU.
 #[derive(Serialize, Clone, Debug)]
@@ -105,6 +113,10 @@ impl Report {
                     p999: o.hist.value_at_quantile(0.999),
                     max: o.hist.max(),
                 },
+                cdf: CDF_QUANTILES
+                    .iter()
+                    .map(|&q| (q, o.hist.value_at_quantile(q)))
+                    .collect(),
             });
         }
         let tlb_flush = FlushReason::ALL
