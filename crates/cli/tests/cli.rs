@@ -44,6 +44,35 @@ fn bad_input_is_one_line_and_exit_2() {
             "workload.name=tlb_flush_threads",
         ],
         vec!["compare", "--vs", "x86.nope=1"],
+        vec!["run", "--set", "machine.arch=sparc"],
+        vec!["run", "--set", "x86.preemptible_flush=true"],
+        vec!["run", "usemem-fork-exec", "--set", "arm64.asid_bits=4"],
+        vec![
+            "run",
+            "mmapstress01",
+            "--set",
+            "riscv.asid_bits=6",
+            "--set",
+            "riscv.defer_flush_to_context_switch=true",
+        ],
+        vec!["run", "--set", "machine.migrate_pct=10"],
+        vec![
+            "run",
+            "--set",
+            "machine.arch=arm64",
+            "--set",
+            "x86.invlpgb=true",
+        ],
+        vec!["run", "cow-reuse-race", "--set", "workload.threads=7"],
+        vec![
+            "sweep",
+            "--over",
+            "machine.cpus=4",
+            "--plot",
+            "x.svg",
+            "--y",
+            "nonsense",
+        ],
     ];
     for args in cases {
         let (code, out, err) = tlblab(&args);
@@ -56,6 +85,7 @@ fn bad_input_is_one_line_and_exit_2() {
         assert!(err.starts_with("tlblab: "), "{args:?}: {err}");
         assert!(!err.contains("panicked"));
     }
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
