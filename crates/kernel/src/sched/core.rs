@@ -90,6 +90,9 @@ pub fn preempt(w: &mut World, cpu: CpuId, fx: &mut Effects) {
 /// this CPU's runqueue, or go idle. A task without an mm (kernel thread, idle)
 /// gets `enter_lazy_tlb`; a user task gets `switch_mm` (x86: `switch_mm_irqs_off`).
 pub fn schedule(w: &mut World, cpu: CpuId, fx: &mut Effects) {
+    // __schedule: clear_tsk_need_resched(prev); the head of the runqueue
+    // (a woken real-time task is put there) runs next.
+    w.cpus[cpu as usize].need_resched = false;
     let next = w.cpus[cpu as usize].rq.pop_front();
     fx.cost(Cost::ContextSwitch, 1);
     match next {
