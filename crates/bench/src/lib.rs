@@ -5,6 +5,8 @@
 
 pub mod interrupts;
 #[cfg(target_os = "linux")]
+pub mod lat;
+#[cfg(target_os = "linux")]
 pub mod madvise;
 #[cfg(target_os = "linux")]
 pub mod tlb_flush;
@@ -59,8 +61,12 @@ pub fn run(workload: &str, threads: u32, iterations: u64) -> Result<HostReport, 
         "madvise_dontneed" => Err(Error::Unsupported("host benchmarks need Linux".into())),
         #[cfg(target_os = "linux")]
         "tlb_flush_threads" => tlb_flush::run_threads(threads, 1 << 20, iterations),
+        #[cfg(target_os = "linux")]
+        "lat_pagefault" => lat::lat_pagefault(1 << 20, iterations),
+        #[cfg(target_os = "linux")]
+        "lat_mmap" => lat::lat_mmap(1 << 20, iterations),
         other => Err(Error::Unsupported(format!(
-            "no host benchmark for workload '{other}' yet (available: madvise_dontneed, tlb_flush_threads)"
+            "no host benchmark for workload '{other}' yet (available: madvise_dontneed, tlb_flush_threads, lat_pagefault, lat_mmap)"
         ))),
     }
 }

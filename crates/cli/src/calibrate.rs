@@ -168,18 +168,58 @@ pub fn validate(profile: &CostProfile, iterations: u64) -> Result<Vec<Check>, Er
         .main_op()
         .ok_or_else(|| Error::Config("model run measured nothing".into()))?;
     let (hn, mn) = (host.op_count().max(1) as f64, mo.count.max(1) as f64);
-    Ok(vec![
-        Check {
-            metric: format!("tlb_flush_threads x{threads} us/op"),
+    let mut rows = lmbench_rows(profile, ncpu)?;
+    rows.splice(
+        0..0,
+        vec![
+            Check {
+                metric: format!("tlb_flush_threads x{threads} us/op"),
+                host: host.us_per_op(),
+                model: mo.latency_ns.mean / 1000.0,
+                tolerance: TIME_TOLERANCE,
+            },
+            Check {
+                metric: "TLB per op".into(),
+                host: host.interrupt_totals["TLB"] as f64 / hn,
+                model: m.interrupt_totals["TLB"] as f64 / mn,
+                tolerance: COUNT_TOLERANCE,
+            },
+        ],
+    );
+    Ok(rows)
+}
+
+/// lmbench `lat_pagefault` (one read per page of a 1 MiB cached file: a
+/// fault maps 16 pages by fault-around) and `lat_mmap` (map, touch a
+/// quarter, unmap), on the host and in the model on x86 at the host's CPU
+/// count with nothing else running.
+fn lmbench_rows(profile: &CostProfile, ncpu: usize) -> Result<Vec<Check>, Error> {
+    let mut rows = Vec::new();
+    for (workload, scenario, host_iters, model_iters) in [
+        ("lat_pagefault", "lat-pagefault", 200u64, 50u64),
+        ("lat_mmap", "lat-mmap", 2000, 2000),
+    ] {
+        let host = bench::run(workload, 1, host_iters)?;
+        let mut s = load_scenario(scenario)?;
+        for kv in [
+            "machine.arch=x86".to_string(),
+            format!("machine.cpus={ncpu}"),
+            "machine.timeslice_us=0".into(),
+            "machine.migrate_pct=0".into(),
+            format!("workload.iterations={model_iters}"),
+        ] {
+            s.set(&kv)?;
+        }
+        let (m, _) = run_with_profile(&s, profile.clone(), &RunOptions::default())?;
+        let mo = m
+            .main_op()
+            .ok_or_else(|| Error::Config("model run measured nothing".into()))?;
+        rows.push(Check {
+            metric: format!("{workload} us/op"),
             host: host.us_per_op(),
             model: mo.latency_ns.mean / 1000.0,
             tolerance: TIME_TOLERANCE,
-        },
-        Check {
-            metric: "TLB per op".into(),
-            host: host.interrupt_totals["TLB"] as f64 / hn,
-            model: m.interrupt_totals["TLB"] as f64 / mn,
-            tolerance: COUNT_TOLERANCE,
-        },
-    ])
+        });
+    }
+    Ok(rows)
 }

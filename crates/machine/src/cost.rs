@@ -149,6 +149,8 @@ costs! {
     UserPageWrite = "user_page_write",
     /// `do_shared_fault` of a page-cache page: `filemap_fault` lookup, map it, take a reference.
     FilemapFault = "filemap_fault",
+    /// `filemap_map_pages`: mapping one more cached page during fault-around (set_pte, rmap, refcount).
+    FaultAroundPte = "fault_around_pte",
     /// Mean of a typical IRQ-off window on a CPU (`spin_lock_irqsave` sections).
     IrqOffShort = "irqoff_short",
     /// Mean of a long IRQ-off window (the tail: console, large lists, firmware-ish drivers).

@@ -64,7 +64,9 @@ impl PageFault {
             }
             Some(v) if v.file.is_some() => {
                 match pte_alloc_walk(w, mm, self.va) {
-                    Ok(table) => do_shared_fault(w, cpu, task, mm, table, &v, self.va, fx),
+                    Ok(table) => {
+                        do_shared_fault(w, cpu, task, mm, table, &v, self.va, self.write, fx)
+                    }
                     Err(e) => w.violation(0, cpu, self.va, format!("{e}")),
                 }
                 return Flow::Return;
@@ -246,9 +248,15 @@ fn do_wp_page(
     Fault::Flush(flow, old)
 }
 
-/// mm/memory.c: `do_fault` → `do_shared_fault` (`filemap_fault` finds the
-/// page in the page cache, `finish_fault` maps it writable and takes a
-/// reference); a PTE already there makes it a spurious fault.
+/// `fault_around_bytes` (64 KiB): a read fault on a file maps this many
+/// pages around the address that are already in the page cache.
+pub const FAULT_AROUND_PAGES: u64 = 16;
+
+/// mm/memory.c: `do_fault` → `do_read_fault` (first `do_fault_around`:
+/// `filemap_map_pages` maps every cached page of the aligned 64 KiB window
+/// that has no PTE yet) or `do_shared_fault` for a write (`filemap_fault`
+/// finds the page, `finish_fault` maps it and takes a reference); a PTE
+/// already there makes it a spurious fault.
 #[allow(clippy::too_many_arguments)]
 fn do_shared_fault(
     w: &mut World,
@@ -258,8 +266,12 @@ fn do_shared_fault(
     table: Pfn,
     v: &crate::world::Vma,
     va: u64,
+    write: bool,
     fx: &mut Effects,
 ) {
+    if !write && do_fault_around(w, table, v, va, fx) {
+        return;
+    }
     let idx = table_index(va, 1);
     if pte::present(w.mem.read(table, idx).unwrap_or(0)) {
         w.counters.spurious_faults += 1;
@@ -283,6 +295,48 @@ fn do_shared_fault(
         pte::make(page, pte::WRITE | pte::USER | pte::ACCESSED | pte::DIRTY),
     );
     fx.label(Label::DoAnonymousPage { va, pfn: page });
+}
+
+/// mm/memory.c: `do_fault_around` → mm/filemap.c: `filemap_map_pages`: map
+/// the cached pages of the `FAULT_AROUND_PAGES`-aligned window around `va`
+/// (inside the VMA and this PTE table) that have no PTE. Returns whether it
+/// mapped `va` itself.
+fn do_fault_around(
+    w: &mut World,
+    table: Pfn,
+    v: &crate::world::Vma,
+    va: u64,
+    fx: &mut Effects,
+) -> bool {
+    let window = FAULT_AROUND_PAGES * PAGE_SIZE;
+    let from = (va & !(window - 1)).max(v.start);
+    let to = ((va & !(window - 1)) + window).min(v.end);
+    let file = v.file.unwrap_or(0) as usize;
+    let mut mapped = 0u32;
+    let mut hit = false;
+    let mut a = from;
+    while a < to {
+        let idx = table_index(a, 1);
+        let n = ((a - v.start) / PAGE_SIZE) as usize;
+        if let Some(&page) = w.files.get(file).and_then(|f| f.get(n)) {
+            if !pte::present(w.mem.read(table, idx).unwrap_or(0)) {
+                w.mem.get_page(page);
+                w.mem.write(
+                    table,
+                    idx,
+                    pte::make(page, pte::WRITE | pte::USER | pte::ACCESSED),
+                );
+                mapped += 1;
+                hit |= a == (va & !(PAGE_SIZE - 1));
+            }
+        }
+        a += PAGE_SIZE;
+    }
+    if hit {
+        fx.cost(Cost::FilemapFault, 1);
+        fx.cost(Cost::FaultAroundPte, mapped.saturating_sub(1));
+    }
+    hit
 }
 
 /// mm/memory.c: `do_anonymous_page`: allocate and zero a page, map it writable.
