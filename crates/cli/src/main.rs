@@ -521,9 +521,21 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
                 )));
             }
             let opts = RunOptions {
-                progress: true,
+                progress: false,
                 ..RunOptions::default()
             };
+            let bar = indicatif::ProgressBar::with_draw_target(
+                Some(2),
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {pos}/{len} {msg}",
+                )
+                .expect("template"),
+            );
+            bar.enable_steady_tick(std::time::Duration::from_millis(200));
+            bar.set_message("seed experiments and check --all");
             // The seed runs and the exhaustive checks are independent.
             let (tables, checks) = rayon::join(
                 || tlblab::demo::demo(&opts, iterations),
@@ -531,8 +543,11 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
             );
             let mut tables = tables?;
             tables.push_str(&checks?.0);
-            print!("{tables}");
+            bar.inc(1);
+            bar.set_message("figure sweeps");
             let figs = tlblab::demo::figures(&opts)?;
+            bar.finish_and_clear();
+            print!("{tables}");
             let path = tlblab::demo::write_report("target/tlblab-report", &tables, &figs)?;
             println!("\nreport: {path}");
         }
