@@ -3,6 +3,8 @@
 //! after. The output has the same keys as `tlblab run --json`, so host and
 //! model can be put side by side.
 
+#[cfg(target_os = "linux")]
+pub mod collapse;
 pub mod interrupts;
 #[cfg(target_os = "linux")]
 pub mod lat;
@@ -62,11 +64,13 @@ pub fn run(workload: &str, threads: u32, iterations: u64) -> Result<HostReport, 
         #[cfg(target_os = "linux")]
         "tlb_flush_threads" => tlb_flush::run_threads(threads, 1 << 20, iterations),
         #[cfg(target_os = "linux")]
+        "khugepaged_collapse" => collapse::run(64 << 20, iterations.min(1000)),
+        #[cfg(target_os = "linux")]
         "lat_pagefault" => lat::lat_pagefault(1 << 20, iterations),
         #[cfg(target_os = "linux")]
         "lat_mmap" => lat::lat_mmap(1 << 20, iterations),
         other => Err(Error::Unsupported(format!(
-            "no host benchmark for workload '{other}' yet (available: madvise_dontneed, tlb_flush_threads, lat_pagefault, lat_mmap)"
+            "no host benchmark for workload '{other}' yet (available: madvise_dontneed, tlb_flush_threads, khugepaged_collapse, lat_pagefault, lat_mmap)"
         ))),
     }
 }

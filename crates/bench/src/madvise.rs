@@ -124,9 +124,9 @@ pub(crate) fn report(
         .trim()
         .to_string();
     let tracefs = std::path::Path::new("/sys/kernel/tracing/events/tlb/tlb_flush").exists();
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
+    // Online CPUs (not this thread's affinity, which may be pinned).
+    // SAFETY: sysconf has no preconditions.
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1);
     HostReport {
         scenario,
         sim_time_ns: wall,

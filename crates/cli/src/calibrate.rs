@@ -169,6 +169,7 @@ pub fn validate(profile: &CostProfile, iterations: u64) -> Result<Vec<Check>, Er
         .ok_or_else(|| Error::Config("model run measured nothing".into()))?;
     let (hn, mn) = (host.op_count().max(1) as f64, mo.count.max(1) as f64);
     let mut rows = lmbench_rows(profile, ncpu)?;
+    rows.extend(collapse_rows(profile, ncpu)?);
     rows.splice(
         0..0,
         vec![
@@ -187,6 +188,40 @@ pub fn validate(profile: &CostProfile, iterations: u64) -> Result<Vec<Check>, Er
         ],
     );
     Ok(rows)
+}
+
+/// MADV_COLLAPSE of 64 MiB (32 collapses) on the host and in the model
+/// (`skip-sync-collapse` at the host's CPU count): CAL interrupts per
+/// collapse (upstream: one `tlb_remove_table_sync_one` IPI to each other
+/// CPU), with the host's background CAL traffic over the same time removed.
+fn collapse_rows(profile: &CostProfile, ncpu: usize) -> Result<Vec<Check>, Error> {
+    let host = bench::run("khugepaged_collapse", 1, 3)?;
+    let n = host.op_count().max(1) as f64;
+    let bg = host.arch.get("background_CAL").copied().unwrap_or(0);
+    let host_cal = host.interrupt_totals["CAL"].saturating_sub(bg) as f64 / n;
+    let mut s = load_scenario("skip-sync-collapse")?;
+    s.set(&format!("machine.cpus={ncpu}"))?;
+    s.set("workload.size=64MiB")?;
+    let (m, _) = run_with_profile(&s, profile.clone(), &RunOptions::default())?;
+    let collapses = m.arch["collapses"].max(1) as f64;
+    Ok(vec![
+        Check {
+            metric: "MADV_COLLAPSE CAL per collapse".into(),
+            host: host_cal,
+            model: m.interrupt_totals["CAL"] as f64 / collapses,
+            tolerance: COUNT_TOLERANCE,
+        },
+        Check {
+            metric: "MADV_COLLAPSE us per 2 MiB".into(),
+            host: host.us_per_op(),
+            model: m
+                .ops
+                .iter()
+                .find(|o| o.name == "collapse_huge_page")
+                .map_or(0.0, |o| o.latency_ns.mean / 1000.0),
+            tolerance: TIME_TOLERANCE,
+        },
+    ])
 }
 
 /// lmbench `lat_pagefault` (one read per page of a 1 MiB cached file: a

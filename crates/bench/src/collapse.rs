@@ -1,0 +1,148 @@
+//! `MADV_COLLAPSE` (Linux 6.1+) on the host: the khugepaged path of seed
+//! (b) on demand. A single pinned thread faults a 2 MiB-aligned range in as
+//! 4 KiB pages (THP off for it), then collapses it with one `madvise`; each
+//! 2 MiB collapse ends with `tlb_remove_table_sync_one()`, an IPI to every
+//! other CPU, which the CAL row counts. The op is one 2 MiB collapse (the
+//! call's time divided by the extents).
+
+use crate::interrupts;
+use crate::HostReport;
+use hdrhistogram::Histogram;
+use machine::Error;
+use std::time::Instant;
+
+const HPAGE: usize = 2 << 20;
+/// `MADV_COLLAPSE` (include/uapi/asm-generic/mman-common.h).
+const MADV_COLLAPSE: libc::c_int = 25;
+
+/// An anonymous mapping with a 2 MiB-aligned window of `len` bytes, unmapped on drop.
+struct Aligned {
+    base: *mut u8,
+    map_len: usize,
+    p: *mut u8,
+}
+
+impl Aligned {
+    fn new(len: usize) -> Result<Aligned, Error> {
+        let map_len = len + HPAGE;
+        // SAFETY: a fresh anonymous private mapping; checked for failure.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(Error::Unsupported(format!(
+                "mmap of {map_len} bytes failed"
+            )));
+        }
+        let base = base as *mut u8;
+        let p = ((base as usize).div_ceil(HPAGE) * HPAGE) as *mut u8;
+        Ok(Aligned { base, map_len, p })
+    }
+}
+
+impl Drop for Aligned {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what new() mapped.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.map_len) };
+    }
+}
+
+/// Collapse `size` bytes (a multiple of 2 MiB), `rounds` times.
+pub fn run(size: u64, rounds: u64) -> Result<HostReport, Error> {
+    if size == 0 || !size.is_multiple_of(HPAGE as u64) || size > 1 << 30 {
+        return Err(Error::Range(format!(
+            "collapse size {size} (a multiple of 2MiB, at most 1GiB)"
+        )));
+    }
+    std::thread::spawn(move || {
+        crate::madvise::pin(0)?;
+        pinned(size as usize, rounds)
+    })
+    .join()
+    .map_err(|_| Error::Unsupported("the benchmark thread panicked".into()))?
+}
+
+fn pinned(len: usize, rounds: u64) -> Result<HostReport, Error> {
+    let rows = ["TLB", "CAL", "RES"];
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).expect("bounds");
+    let (mut sum, mut sq, mut n) = (0f64, 0f64, 0u64);
+    let mut d_total: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
+    let t0 = Instant::now();
+    for _ in 0..rounds {
+        let r = Aligned::new(len)?;
+        // SAFETY: inside the mapping; 4 KiB faults (THP is off unless
+        // madvised, and the first touch is not asked to be huge).
+        unsafe {
+            libc::madvise(r.p as *mut libc::c_void, len, libc::MADV_NOHUGEPAGE);
+            for off in (0..len).step_by(4096) {
+                *r.p.add(off) = 1;
+            }
+            libc::madvise(r.p as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+        }
+        let before = interrupts::read(&rows)?;
+        // One call over the whole range, as the model's workload does (one
+        // lru_add_drain_all per call); the op is one 2 MiB collapse.
+        let t = Instant::now();
+        // SAFETY: a 2 MiB-aligned range inside the mapping.
+        let rc = unsafe { libc::madvise(r.p as *mut libc::c_void, len, MADV_COLLAPSE) };
+        if rc != 0 {
+            return Err(Error::Unsupported(format!(
+                "MADV_COLLAPSE refused on this host: {} (needs Linux 6.1+ with transparent hugepages)",
+                std::io::Error::last_os_error()
+            )));
+        }
+        let extents = (len / HPAGE) as u64;
+        let ns = t.elapsed().as_nanos() as u64 / extents;
+        for _ in 0..extents {
+            hist.saturating_record(ns.max(1));
+            sum += ns as f64;
+            sq += (ns as f64) * (ns as f64);
+        }
+        n += extents;
+        let after = interrupts::read(&rows)?;
+        for (k, v) in interrupts::delta(&before, &after) {
+            let e = d_total.entry(k).or_insert_with(|| vec![0; v.len()]);
+            for (a, b) in e.iter_mut().zip(v) {
+                *a += b;
+            }
+        }
+    }
+    let wall = t0.elapsed().as_nanos() as u64;
+    // The host's own interrupt traffic: count the rows again over an idle
+    // period as long as the collapses took (at most 1 s, scaled).
+    let busy: u64 = (sum as u64).max(1);
+    let idle = busy.min(1_000_000_000);
+    let b0 = interrupts::read(&rows)?;
+    std::thread::sleep(std::time::Duration::from_nanos(idle));
+    let b1 = interrupts::read(&rows)?;
+    let background: std::collections::BTreeMap<String, u64> = interrupts::delta(&b0, &b1)
+        .into_iter()
+        .map(|(k, v)| (k, v.iter().sum::<u64>() * busy / idle))
+        .collect();
+    let nn = n.max(1) as f64;
+    let mean = sum / nn;
+    let mut rep = crate::madvise::report(
+        serde_json::json!({"workload": {"name": "khugepaged_collapse", "threads": 1, "size": len, "iterations": rounds}}),
+        wall,
+        d_total,
+        serde_json::json!({
+            "name": "collapse_huge_page",
+            "count": n,
+            "per_sec": nn * 1e9 / wall.max(1) as f64,
+            "latency_ns": {"mean": mean, "stddev": (sq / nn - mean * mean).max(0.0).sqrt(),
+                "p50": hist.value_at_quantile(0.5), "p99": hist.value_at_quantile(0.99),
+                "p999": hist.value_at_quantile(0.999), "max": hist.max()},
+        }),
+    );
+    for (k, v) in background {
+        rep.arch.insert(format!("background_{k}"), v);
+    }
+    Ok(rep)
+}
