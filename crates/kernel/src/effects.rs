@@ -391,8 +391,8 @@ impl fmt::Display for Label {
             ),
             Label::ApplyDeferred { asid, n, all } => write!(
                 f,
-                "switch_mm: apply {n} deferred flush(es) for asid {asid}{}",
-                if all { " (whole ASID)" } else { "" }
+                "switch_mm to asid {asid}: drain {n} deferred flush(es){}",
+                if all { " + whole-ASID flushes for overflowed queues" } else { "" }
             ),
             Label::SfenceVma { asid, va, all } => {
                 if all {

@@ -47,7 +47,7 @@ pub fn switch_mm(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) {
 /// `set_mm_asid`: an ASID of the current generation (`__new_context` on
 /// rollover, `local_flush_tlb_all` if this hart has a rollover flush
 /// pending), `satp` with it; seed (d): publish `loaded_asid`, `smp_mb()`,
-/// apply this ASID's deferred flushes.
+/// drain the hart's deferred flushes.
 fn set_mm_asid(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) -> bool {
     let c = cpu as usize;
     let (asid, flush) = crate::arch::asid::asid_for_switch(w, cpu, next, fx);

@@ -355,34 +355,29 @@ fn sbi_remote_sfence_vma_asid(
 }
 
 /// Seed (d), the `switch_mm` side: after publishing `loaded_asid` (and a
-/// full barrier), apply every flush queued for `asid` on this hart.
+/// full barrier), drain this hart's queue: every queued flush, whatever its
+/// ASID (the flush is deferred "to the next context switch"), and a whole-ASID
+/// flush for each ASID whose entries overflowed.
 pub fn apply_deferred(w: &mut World, cpu: CpuId, asid: u16, fx: &mut Effects) {
     let c = cpu as usize;
     let h = &mut w.cpus[c].riscv;
-    let all = if let Some(i) = h.flush_all.iter().position(|&a| a == asid) {
-        h.flush_all.swap_remove(i);
-        true
-    } else {
-        false
-    };
-    let mine: Vec<DeferredFlush> = h.queue.iter().copied().filter(|e| e.asid == asid).collect();
-    h.queue.retain(|e| e.asid != asid);
-    if !all && mine.is_empty() {
+    if h.queue.is_empty() && h.flush_all.is_empty() {
         return;
     }
-    w.counters.deferred_applied += mine.len() as u64 + all as u64;
+    let entries = std::mem::take(&mut h.queue);
+    let whole = std::mem::take(&mut h.flush_all);
+    w.counters.deferred_applied += (entries.len() + whole.len()) as u64;
     fx.label(Label::ApplyDeferred {
         asid,
-        n: mine.len() as u32,
-        all,
+        n: entries.len() as u32,
+        all: !whole.is_empty(),
     });
-    if all {
-        w.cpus[c].tlb.flush_asid(asid);
+    for a in whole {
+        w.cpus[c].tlb.flush_asid(a);
         w.counters.sfence_vma += 1;
         fx.cost(Cost::SfenceVmaAsid, 1);
-        return;
     }
-    for e in mine {
+    for e in entries {
         local_flush_tlb_range_asid(
             w,
             cpu,
