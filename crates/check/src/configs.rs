@@ -167,6 +167,18 @@ pub const CATALOGUE: &[Config] = &[
         world: wp_reuse_race,
     },
     Config {
+        name: "arm64_wp_reuse_3cpu",
+        about: "arm64 seed with three threads reading then writing the write-protected page (3 CPUs)",
+        sets: &[
+            "machine.arch=arm64",
+            "machine.cpus=3",
+            "arm64.wp_reuse_flush=local",
+            "arm64.spurious_fault_flush=local",
+        ],
+        expect_safe: true,
+        world: wp_reuse_race,
+    },
+    Config {
         name: "riscv_madvise_race",
         about: "RISC-V upstream: the madvise race, IPI remote fences",
         sets: &["machine.arch=riscv"],
@@ -184,6 +196,13 @@ pub const CATALOGUE: &[Config] = &[
         name: "riscv_defer_vs_switch",
         about: "RISC-V seed: a flush for a hart that is switching from another process into the mm (enqueue, smp_mb, read loaded_asid)",
         sets: &["machine.arch=riscv", "machine.cpus=2", "riscv.defer_flush_to_context_switch=true"],
+        expect_safe: true,
+        world: defer_vs_switch,
+    },
+    Config {
+        name: "riscv_defer_vs_switch_3cpu",
+        about: "RISC-V seed: two harts each switching between a reader of the mm and another process (3 harts)",
+        sets: &["machine.arch=riscv", "machine.cpus=3", "riscv.defer_flush_to_context_switch=true"],
         expect_safe: true,
         world: defer_vs_switch,
     },
@@ -486,8 +505,9 @@ fn wp_reuse_race(s: &Scenario) -> Result<World, Error> {
         },
         UserOp::Exit,
     ];
-    w.spawn(mm, 0, prog.clone(), true);
-    w.spawn(mm, 1, prog, true);
+    for c in 0..w.cpus.len() as u16 {
+        w.spawn(mm, c, prog.clone(), true);
+    }
     Ok(w)
 }
 
@@ -519,14 +539,16 @@ fn defer_vs_switch(s: &Scenario) -> Result<World, Error> {
         addr: P,
         write: false,
     };
-    w.spawn(
-        mm,
-        1,
-        vec![read.clone(), UserOp::Yield, read, UserOp::Exit],
-        true,
-    );
-    let other = w.mm_alloc()?;
-    w.spawn(other, 1, vec![UserOp::Yield, UserOp::Exit], true);
+    for hart in 1..w.cpus.len() as u16 {
+        w.spawn(
+            mm,
+            hart,
+            vec![read.clone(), UserOp::Yield, read.clone(), UserOp::Exit],
+            true,
+        );
+        let other = w.mm_alloc()?;
+        w.spawn(other, hart, vec![UserOp::Yield, UserOp::Exit], true);
+    }
     Ok(w)
 }
 

@@ -142,6 +142,13 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    // Like other Unix tools, end quietly when the reader of our output goes
+    // away (`tlblab check --all | head`) instead of panicking on EPIPE.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of SIGPIPE at start-up.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     match real_main(cli) {
         Ok(code) => ExitCode::from(code),
