@@ -65,6 +65,14 @@ fn bad_input_is_one_line_and_exit_2() {
         ],
         vec!["run", "cow-reuse-race", "--set", "workload.threads=7"],
         vec![
+            "run",
+            "vmalloc-race",
+            "--set",
+            "machine.arch=x86",
+            "--set",
+            "riscv.defer_flush_to_context_switch=false",
+        ],
+        vec![
             "sweep",
             "--over",
             "machine.cpus=4",

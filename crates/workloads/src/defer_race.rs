@@ -134,6 +134,12 @@ fn build_defer_race(s: &Scenario, w: &mut World) -> Result<(), Error> {
 }
 
 fn build_vmalloc_race(s: &Scenario, w: &mut World) -> Result<(), Error> {
+    if s.machine.arch != machine::scenario::Arch::Riscv {
+        return Err(Error::Unsupported(format!(
+            "vmalloc_race: kernel-range flushes are modelled on RISC-V only (machine.arch = \"{}\")",
+            s.machine.arch.name()
+        )));
+    }
     let n = readers(s)?;
     let mm = w.mm_alloc()?;
     let op = w.op_id("vmalloc_vfree");
