@@ -49,6 +49,18 @@ impl HostReport {
     }
 }
 
+/// Why the host cannot run the IPI benchmarks, if it cannot: fewer than
+/// 2 CPUs, or no TLB/CAL rows in `/proc/interrupts`.
+pub fn host_unsuitable() -> Option<&'static str> {
+    let ncpu = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    if ncpu < 2 || interrupts::read(&["TLB", "CAL"]).is_err() {
+        return Some("needs 2 CPUs and TLB/CAL rows in /proc/interrupts");
+    }
+    None
+}
+
 /// Run a host benchmark by workload name.
 pub fn run(workload: &str, threads: u32, iterations: u64) -> Result<HostReport, Error> {
     if iterations == 0 || iterations > 100_000_000 {

@@ -283,10 +283,10 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
                 .map(|o| tlblab::sweep::Axis::parse(o))
                 .collect::<Result<_, _>>()?;
             let opts = options(&common)?;
-            if plot.is_some() && !tlblab::plot::SWEEP_METRICS.contains(&y.as_str()) {
+            if plot.is_some() && !tlblab::sweep::METRICS.iter().any(|(n, _)| *n == y) {
                 return Err(Error::Config(format!(
                     "--y {y}: not a sweep metric ({})",
-                    tlblab::plot::SWEEP_METRICS.join(", ")
+                    tlblab::sweep::metric_names()
                 )));
             }
             let rows = tlblab::sweep::sweep(&base, &axes, &opts, !common.json)?;

@@ -105,22 +105,6 @@ pub fn latency_cdf(
     )
 }
 
-/// The `sweep.csv` metrics `sweep --plot --y` can draw.
-pub const SWEEP_METRICS: [&str; 12] = [
-    "us_per_op",
-    "ops_per_sec",
-    "p99_ns",
-    "tlb_total",
-    "cal_total",
-    "tlb_per_op",
-    "cal_per_op",
-    "violations",
-    "sim_time_ns",
-    "flush_share",
-    "tlbi_is",
-    "spurious_faults",
-];
-
 /// A sweep metric against the last axis, one series per combination of
 /// the other axes' values. `metric` is a `sweep.csv` column.
 pub fn sweep_chart(
@@ -129,30 +113,13 @@ pub fn sweep_chart(
     rows: &[crate::sweep::Row],
     metric: &str,
 ) -> Result<String, String> {
-    let value = |r: &crate::sweep::Row| -> Option<f64> {
-        Some(match metric {
-            "us_per_op" => r.us_per_op,
-            "ops_per_sec" => r.ops_per_sec,
-            "p99_ns" => r.p99_ns as f64,
-            "tlb_total" => r.tlb_total as f64,
-            "cal_total" => r.cal_total as f64,
-            "tlb_per_op" => r.tlb_per_op,
-            "cal_per_op" => r.cal_per_op,
-            "violations" => r.violations as f64,
-            "sim_time_ns" => r.sim_time_ns as f64,
-            "flush_share" => r.flush_share,
-            "tlbi_is" => r.tlbi_is as f64,
-            "spurious_faults" => r.spurious_faults as f64,
-            _ => return None,
-        })
-    };
     let Some(last) = axes.last() else {
         return Err("sweep --plot needs at least one --over axis".into());
     };
-    if !SWEEP_METRICS.contains(&metric) {
+    if rows.first().is_some_and(|r| r.metric(metric).is_none()) {
         return Err(format!(
             "--y {metric}: not a sweep metric ({})",
-            SWEEP_METRICS.join(", ")
+            crate::sweep::metric_names()
         ));
     }
     let mut series: Vec<Series> = Vec::new();
@@ -171,7 +138,7 @@ pub fn sweep_chart(
             .1
             .parse::<f64>()
             .unwrap_or_else(|_| last.values.iter().position(|v| *v == x[0].1).unwrap_or(0) as f64);
-        let y = value(r).unwrap_or(0.0);
+        let y = r.metric(metric).unwrap_or(0.0);
         match series.iter_mut().find(|s| s.name == name) {
             Some(s) => s.points.push((xv, y)),
             None => series.push(Series {

@@ -161,47 +161,61 @@ pub fn sweep(
         .collect()
 }
 
+/// The metric columns of `sweep.csv`, in order, with their decimals
+/// (0: a count). `sweep --plot --y` takes any of them.
+pub const METRICS: [(&str, usize); 13] = [
+    ("us_per_op", 4),
+    ("ops_per_sec", 1),
+    ("p99_ns", 0),
+    ("tlb_total", 0),
+    ("cal_total", 0),
+    ("tlb_per_op", 4),
+    ("cal_per_op", 4),
+    ("violations", 0),
+    ("sim_time_ns", 0),
+    ("events", 0),
+    ("flush_share", 5),
+    ("tlbi_is", 0),
+    ("spurious_faults", 0),
+];
+
+/// The names of [`METRICS`], for messages.
+pub fn metric_names() -> String {
+    METRICS.map(|(n, _)| n).join(", ")
+}
+
+impl Row {
+    /// The value of metric column `name` (one of [`METRICS`]).
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        Some(match name {
+            "us_per_op" => self.us_per_op,
+            "ops_per_sec" => self.ops_per_sec,
+            "p99_ns" => self.p99_ns as f64,
+            "tlb_total" => self.tlb_total as f64,
+            "cal_total" => self.cal_total as f64,
+            "tlb_per_op" => self.tlb_per_op,
+            "cal_per_op" => self.cal_per_op,
+            "violations" => self.violations as f64,
+            "sim_time_ns" => self.sim_time_ns as f64,
+            "events" => self.events as f64,
+            "flush_share" => self.flush_share,
+            "tlbi_is" => self.tlbi_is as f64,
+            "spurious_faults" => self.spurious_faults as f64,
+            _ => return None,
+        })
+    }
+}
+
 /// The rows as CSV: one column per axis, then the metrics.
 pub fn to_csv(axes: &[Axis], rows: &[Row]) -> String {
     let mut s = String::new();
     let mut head: Vec<String> = axes.iter().map(|a| a.key.clone()).collect();
-    head.extend(
-        [
-            "us_per_op",
-            "ops_per_sec",
-            "p99_ns",
-            "tlb_total",
-            "cal_total",
-            "tlb_per_op",
-            "cal_per_op",
-            "violations",
-            "sim_time_ns",
-            "events",
-            "flush_share",
-            "tlbi_is",
-            "spurious_faults",
-        ]
-        .map(String::from),
-    );
+    head.extend(METRICS.map(|(n, _)| n.to_string()));
     s.push_str(&head.join(","));
     s.push('\n');
     for r in rows {
         let mut cells: Vec<String> = r.values.iter().map(|(_, v)| v.clone()).collect();
-        cells.extend([
-            format!("{:.4}", r.us_per_op),
-            format!("{:.1}", r.ops_per_sec),
-            r.p99_ns.to_string(),
-            r.tlb_total.to_string(),
-            r.cal_total.to_string(),
-            format!("{:.4}", r.tlb_per_op),
-            format!("{:.4}", r.cal_per_op),
-            r.violations.to_string(),
-            r.sim_time_ns.to_string(),
-            r.events.to_string(),
-            format!("{:.5}", r.flush_share),
-            r.tlbi_is.to_string(),
-            r.spurious_faults.to_string(),
-        ]);
+        cells.extend(METRICS.map(|(n, d)| format!("{:.d$}", r.metric(n).unwrap_or(0.0))));
         s.push_str(&cells.join(","));
         s.push('\n');
     }

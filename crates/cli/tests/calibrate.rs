@@ -2,11 +2,8 @@
 
 #[test]
 fn calibrated_profile_reproduces_the_host_and_reads_back() {
-    let ncpu = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    if ncpu < 2 || bench::interrupts::read(&["TLB", "CAL"]).is_err() {
-        eprintln!("skipped: needs 2 CPUs and TLB/CAL rows in /proc/interrupts");
+    if let Some(why) = bench::host_unsuitable() {
+        eprintln!("skipped: {why}");
         return;
     }
     let c = tlblab::calibrate::calibrate(20_000).expect("calibration");

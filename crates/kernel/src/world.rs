@@ -710,6 +710,8 @@ impl World {
     /// The steps enabled now, for exhaustive exploration.
     pub fn enabled(&self, out: &mut Vec<(CpuId, StepKind)>) {
         out.clear();
+        // Only configurations with sleeping tasks have timers to choose.
+        let any_asleep = self.tasks.iter().any(|t| t.state == TaskState::Sleeping);
         for c in 0..self.cpus.len() as CpuId {
             if self.can_run(c) {
                 out.push((c, StepKind::Run));
@@ -718,7 +720,8 @@ impl World {
                 out.push((c, StepKind::TakeIrq));
             }
             // A sleeping task's hrtimer may expire at any moment.
-            if self.can_take_timer(c)
+            if any_asleep
+                && self.can_take_timer(c)
                 && self
                     .tasks
                     .iter()

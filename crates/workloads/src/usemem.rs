@@ -91,6 +91,27 @@ fn main_thread(period_us: u64, start: u64, len: u64, child_cpu: u16) -> Vec<User
     p
 }
 
+/// The main thread on CPU `n`, forking children onto CPU `n + 1` every
+/// `workload.period_us` (or `default_period_us`).
+fn spawn_main_thread(
+    s: &Scenario,
+    w: &mut World,
+    mm: kernel::MmId,
+    n: u32,
+    default_period_us: u64,
+) {
+    let period = match s.workload.period_us {
+        0 => default_period_us,
+        p => p,
+    };
+    w.spawn(
+        mm,
+        n as u16,
+        main_thread(period, MAP_BASE, s.workload.size.0, n as u16 + 1),
+        false,
+    );
+}
+
 fn build_usemem(s: &Scenario, w: &mut World) -> Result<(), Error> {
     let n = check_cpus(s)?;
     let pages = size_pages(s)?;
@@ -131,17 +152,7 @@ fn build_usemem(s: &Scenario, w: &mut World) -> Result<(), Error> {
         p.push(UserOp::DoneSpin);
         w.spawn(mm, i as u16, p, true);
     }
-    let period = if s.workload.period_us == 0 {
-        300_000
-    } else {
-        s.workload.period_us
-    };
-    w.spawn(
-        mm,
-        n as u16,
-        main_thread(period, MAP_BASE, s.workload.size.0, n as u16 + 1),
-        false,
-    );
+    spawn_main_thread(s, w, mm, n, 300_000);
     Ok(())
 }
 
@@ -171,16 +182,6 @@ fn build_race(s: &Scenario, w: &mut World) -> Result<(), Error> {
             true,
         );
     }
-    let period = if s.workload.period_us == 0 {
-        200
-    } else {
-        s.workload.period_us
-    };
-    w.spawn(
-        mm,
-        n as u16,
-        main_thread(period, MAP_BASE, s.workload.size.0, n as u16 + 1),
-        false,
-    );
+    spawn_main_thread(s, w, mm, n, 200);
     Ok(())
 }

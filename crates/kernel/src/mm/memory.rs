@@ -166,13 +166,29 @@ fn handle_pte_fault(
         return Fault::Done;
     }
     if !write || pte::writable(e) {
-        w.counters.spurious_faults += 1;
-        fx.label(Label::SpuriousFault { va });
-        crate::arch::flush_tlb_fix_spurious_fault(w, cpu, mm, va, write, fx);
-        spurious_fault_monitor(w, cpu, task, va);
+        spurious_fault(w, cpu, task, mm, va, write, fx);
         return Fault::Done;
     }
     do_wp_page(w, cpu, mm, table, va, e, fx)
+}
+
+/// mm/memory.c: the tail of `handle_pte_fault` when the PTE already allows
+/// the access: count it, `flush_tlb_fix_spurious_fault`, and let the
+/// livelock monitor see it.
+#[allow(clippy::too_many_arguments)]
+fn spurious_fault(
+    w: &mut World,
+    cpu: CpuId,
+    task: TaskId,
+    mm: MmId,
+    va: u64,
+    write: bool,
+    fx: &mut Effects,
+) {
+    w.counters.spurious_faults += 1;
+    fx.label(Label::SpuriousFault { va });
+    crate::arch::flush_tlb_fix_spurious_fault(w, cpu, mm, va, write, fx);
+    spurious_fault_monitor(w, cpu, task, va);
 }
 
 /// Invariant 6: a stale more-restrictive TLB entry may cost a spurious
@@ -274,10 +290,7 @@ fn do_shared_fault(
     }
     let idx = table_index(va, 1);
     if pte::present(w.mem.read(table, idx).unwrap_or(0)) {
-        w.counters.spurious_faults += 1;
-        fx.label(Label::SpuriousFault { va });
-        crate::arch::flush_tlb_fix_spurious_fault(w, cpu, mm, va, true, fx);
-        spurious_fault_monitor(w, cpu, task, va);
+        spurious_fault(w, cpu, task, mm, va, true, fx);
         return;
     }
     let file = &w.files[v.file.unwrap_or(0) as usize];

@@ -25,23 +25,15 @@ use machine::{Cost, CpuId, CpuMask, PAGE_SIZE};
 /// `FLUSH_TLB_NO_ASID`: a kernel-address-space flush.
 pub const FLUSH_TLB_NO_ASID: u16 = u16::MAX;
 
-/// One flush queued for a hart that was not running the ASID (seed d).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct DeferredFlush {
-    pub asid: u16,
-    pub start: u64,
-    pub size: u64,
-    pub stride: u64,
-}
-
 /// Per-hart state of seed (d): `loaded_asid`, the deferred-flush queue,
 /// and (for `riscv.cpumask_clear_threshold`) the mms this hart ran lately.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct HartTlbState {
     /// `per_cpu(loaded_asid)`: the ASID this hart runs user code under.
     pub loaded_asid: u16,
-    /// `per_cpu(tlb_flush_queue)`.
-    pub queue: Vec<DeferredFlush>,
+    /// `per_cpu(tlb_flush_queue)`: flushes queued for this hart while it
+    /// was not running their ASID.
+    pub queue: Vec<FlushTlbRangeData>,
     /// ASIDs whose queue overflowed: flush them whole at the next switch.
     pub flush_all: Vec<u16>,
     /// mms this hart left, with the switches it made since.
@@ -316,12 +308,7 @@ fn enqueue(w: &mut World, target: CpuId, d: FlushTlbRangeData, fx: &mut Effects)
         }
         w.counters.deferred_overflows += 1;
     } else {
-        h.queue.push(DeferredFlush {
-            asid: d.asid,
-            start: d.start,
-            size: d.size,
-            stride: d.stride,
-        });
+        h.queue.push(d);
     }
     fx.label(Label::DeferFlush {
         cpu: target,
@@ -378,16 +365,6 @@ pub fn apply_deferred(w: &mut World, cpu: CpuId, asid: u16, fx: &mut Effects) {
         fx.cost(Cost::SfenceVmaAsid, 1);
     }
     for e in entries {
-        local_flush_tlb_range_asid(
-            w,
-            cpu,
-            FlushTlbRangeData {
-                asid: e.asid,
-                start: e.start,
-                size: e.size,
-                stride: e.stride,
-            },
-            fx,
-        );
+        local_flush_tlb_range_asid(w, cpu, e, fx);
     }
 }
