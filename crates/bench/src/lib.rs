@@ -5,6 +5,8 @@
 
 #[cfg(target_os = "linux")]
 pub mod collapse;
+#[cfg(target_os = "linux")]
+pub mod guest;
 pub mod interrupts;
 #[cfg(target_os = "linux")]
 pub mod lat;
@@ -16,7 +18,7 @@ pub mod tlb_flush;
 use machine::Error;
 
 /// Results of a host run, shaped like the simulator's report.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct HostReport {
     pub scenario: serde_json::Value,
     pub sim_time_ns: u64,

@@ -26,10 +26,10 @@ pub(crate) fn pin(cpu: usize) -> Result<(), Error> {
 }
 
 /// Restores the calling thread's CPU affinity on drop.
-struct Affinity(libc::cpu_set_t);
+pub(crate) struct Affinity(libc::cpu_set_t);
 
 impl Affinity {
-    fn save() -> Result<Affinity, Error> {
+    pub(crate) fn save() -> Result<Affinity, Error> {
         // SAFETY: sched_getaffinity fills a zeroed cpu_set_t of the right size.
         unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();

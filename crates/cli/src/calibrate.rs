@@ -272,3 +272,121 @@ fn lmbench_rows(profile: &CostProfile, ncpu: usize) -> Result<Vec<Check>, Error>
     }
     Ok(rows)
 }
+
+/// One guest boot compared with the model at the guest's vCPU count.
+pub struct GuestValidation {
+    pub run: bench::guest::GuestRun,
+    pub rows: Vec<Check>,
+    /// Times in a vCPU-oversubscribed guest, shown without a verdict.
+    pub info: Vec<(String, f64, f64)>,
+}
+
+/// Host scheduler slice a preempted vCPU waits on this 2-core host (EEVDF
+/// `base_slice_ns` = 0.75 ms × (1 + ilog2(CPUs)) = 1.5 ms): the mean
+/// preemption length given to the model.
+pub const GUEST_PREEMPT_US: u32 = 1500;
+
+/// `tlblab validate --guest`: boot the guest kernel with `cpus` vCPUs, run
+/// madvise (one madvising thread, `cpus − 1` busy threads) and MADV_COLLAPSE
+/// there, and run the same workloads in the model at `cpus`, with
+/// `x86.paravirt = kvm` when the guest kernel chose the paravirtual flush and
+/// the guest's measured steal time as the vCPU preemption rate.
+pub fn validate_guest(
+    profile: &CostProfile,
+    plan: &bench::guest::GuestPlan,
+) -> Result<GuestValidation, Error> {
+    let g = bench::guest::run(plan)?;
+    let cpus = plan.cpus;
+    let pv = if g.pv_tlb_flush { "kvm" } else { "none" };
+    // Preempted a fraction f of the time: run f⁻¹−1 preemption lengths.
+    let f = g.steal_fraction.clamp(0.0, 0.95);
+    let run_us = if f < 0.005 {
+        0
+    } else {
+        (GUEST_PREEMPT_US as f64 * (1.0 - f) / f).round().max(1.0) as u32
+    };
+    let guest_knobs = [
+        "machine.arch=x86".to_string(),
+        format!("machine.cpus={cpus}"),
+        format!("x86.paravirt={pv}"),
+        format!("x86.vcpu_run_us={run_us}"),
+        format!("x86.vcpu_preempt_us={GUEST_PREEMPT_US}"),
+    ];
+    let mut s = load_scenario("default")?;
+    for kv in guest_knobs.iter().cloned().chain([
+        format!("workload.threads={}", cpus - 1),
+        format!(
+            "workload.iterations={}",
+            plan.madvise_iterations.min(20_000)
+        ),
+    ]) {
+        s.set(&kv)?;
+    }
+    let (m, _) = run_with_profile(&s, profile.clone(), &RunOptions::default())?;
+    let mo = m
+        .main_op()
+        .ok_or_else(|| Error::Config("model run measured nothing".into()))?;
+    let (hn, mn) = (g.madvise.op_count().max(1) as f64, mo.count.max(1) as f64);
+    let mut c = load_scenario("skip-sync-collapse")?;
+    for kv in guest_knobs
+        .iter()
+        .cloned()
+        .chain([format!("workload.size={}MiB", plan.collapse_mib)])
+    {
+        c.set(&kv)?;
+    }
+    let (mc, _) = run_with_profile(&c, profile.clone(), &RunOptions::default())?;
+    let collapses = mc.arch["collapses"].max(1) as f64;
+    let gc = &g.collapse;
+    let gn = gc.op_count().max(1) as f64;
+    let bg = gc.arch.get("background_CAL").copied().unwrap_or(0);
+    let mut rows = vec![
+        Check {
+            metric: "madvise TLB per op".into(),
+            host: g.madvise.interrupt_totals["TLB"] as f64 / hn,
+            model: m.interrupt_totals["TLB"] as f64 / mn,
+            tolerance: COUNT_TOLERANCE,
+        },
+        Check {
+            metric: "madvise CAL per op".into(),
+            host: g.madvise.interrupt_totals["CAL"] as f64 / hn,
+            model: m.interrupt_totals["CAL"] as f64 / mn,
+            tolerance: COUNT_TOLERANCE,
+        },
+        Check {
+            metric: "MADV_COLLAPSE CAL per collapse".into(),
+            host: gc.interrupt_totals["CAL"].saturating_sub(bg) as f64 / gn,
+            model: mc.interrupt_totals["CAL"] as f64 / collapses,
+            tolerance: COUNT_TOLERANCE,
+        },
+    ];
+    rows.push(Check {
+        metric: "collapses (kernel: thp_collapse_alloc)".into(),
+        host: gc.arch.get("thp_collapse_alloc").copied().unwrap_or(0) as f64,
+        model: mc.arch["collapses"] as f64 * plan.collapse_rounds as f64,
+        tolerance: 0.0,
+    });
+    let bg_tlb = gc.arch.get("background_TLB").copied().unwrap_or(0);
+    let tlb_rows = [(
+        "MADV_COLLAPSE TLB per collapse".to_string(),
+        gc.interrupt_totals["TLB"].saturating_sub(bg_tlb) as f64 / gn,
+        mc.interrupt_totals["TLB"] as f64 / collapses,
+    )];
+    let info = vec![
+        tlb_rows[0].clone(),
+        (
+            "madvise us/op".to_string(),
+            g.madvise.us_per_op(),
+            mo.latency_ns.mean / 1000.0,
+        ),
+        (
+            "MADV_COLLAPSE us per 2 MiB".to_string(),
+            gc.us_per_op(),
+            mc.ops
+                .iter()
+                .find(|o| o.name == "collapse_huge_page")
+                .map_or(0.0, |o| o.latency_ns.mean / 1000.0),
+        ),
+    ];
+    Ok(GuestValidation { run: g, rows, info })
+}

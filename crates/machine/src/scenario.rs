@@ -231,8 +231,9 @@ pub struct X86Cfg {
     pub invlpgb: bool,
     /// `pv_ops.mmu.flush_tlb_multi`: `none` (native) or `kvm`.
     pub paravirt: Paravirt,
-    /// Under `paravirt = kvm`: mean time a vCPU runs between host preemptions
-    /// (µs, exponential); 0 = never preempted.
+    /// In a guest: mean time a vCPU runs between host preemptions (µs,
+    /// exponential); 0 = never preempted (bare metal). A preempted vCPU takes
+    /// IPIs when it runs again; `paravirt = kvm` skips it instead.
     pub vcpu_run_us: u32,
     /// Mean length of a host preemption of a vCPU (µs, exponential).
     pub vcpu_preempt_us: u32,
@@ -609,12 +610,6 @@ impl Scenario {
                 m.irqoff_hz, m.irqoff_long_pct
             )));
         }
-        if x.vcpu_run_us > 0 && x.paravirt != Paravirt::Kvm {
-            return Err(Error::Config(
-                "x86.vcpu_run_us needs x86.paravirt = \"kvm\" (only a guest's vCPUs are preempted)"
-                    .into(),
-            ));
-        }
         let a = &self.arm64;
         if !(2..=16).contains(&a.asid_bits) {
             return Err(Error::Range(format!(
@@ -741,8 +736,8 @@ impl Scenario {
             ("machine.irqoff_long_pct", "% (1)", "share of IRQ-off windows drawn from the long tail"),
             ("inject.preemptible_percpu_flush", "true | false", "UNSAFE: preemptible flush with the per-CPU flush_tlb_info"),
             ("x86.paravirt", "none | kvm", "flush_tlb_multi backend; kvm skips preempted vCPUs"),
-            ("x86.vcpu_run_us", "us (0 = never)", "kvm: mean vCPU run time between host preemptions"),
-            ("x86.vcpu_preempt_us", "us (50)", "kvm: mean host preemption length"),
+            ("x86.vcpu_run_us", "us (0 = never)", "a guest: mean vCPU run time between host preemptions (IPIs to a preempted vCPU wait; kvm skips it)"),
+            ("x86.vcpu_preempt_us", "us (50)", "a guest: mean host preemption length"),
             (
                 "mm.skip_redundant_table_sync",
                 "true | false",

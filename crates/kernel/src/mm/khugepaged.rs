@@ -119,6 +119,11 @@ impl CollapseHugePage {
             }
             Pc::Flush => {
                 // pmdp_collapse_flush: pmdp_huge_get_and_clear + flush_tlb_range.
+                // x86's flush_tlb_range passes freed_tables = true since
+                // "x86/mm: Fix flush_tlb_range() when used for zapping normal
+                // PMDs" (Jann Horn, 2023, in stable 6.1): a PMD zap unhooks a
+                // PTE table, so lazy CPUs are IPI'd too. A 6.1.192 guest shows
+                // it: lazy CPUs of the collapsing mm take one TLB IPI each.
                 let (pmd_table, _) = read_pmd(w, mm, self.addr).expect("PMD level exists");
                 w.mem.write(pmd_table, table_index(self.addr, 2), 0);
                 fx.label(Label::PmdpCollapseFlush {
@@ -131,7 +136,7 @@ impl CollapseHugePage {
                     self.addr,
                     self.addr + HPAGE_SIZE,
                     PAGE_SHIFT,
-                    false,
+                    true,
                 )))
             }
             Pc::Sync => {

@@ -1,0 +1,589 @@
+//! `tlblab validate --guest`: run the host benchmarks inside a real Linux
+//! kernel booted under QEMU with more vCPUs than this machine has cores.
+//!
+//! ```text
+//!   host: tlblab validate --guest --cpus 8
+//!     ├─ initramfs (newc cpio, written here): /bin/tlblab, its shared
+//!     │  libraries, /dev/console, /proc, /sys
+//!     └─ qemu-system-x86_64 -smp 8 -kernel /boot/vmlinuz-* -initrd ...
+//!          -append "console=ttyS0 rdinit=/bin/tlblab -- guest-agent ..."
+//!   guest: tlblab guest-agent (PID 1)
+//!     mounts /proc and /sys, runs madvise_dontneed and khugepaged_collapse
+//!     exactly as `tlblab bench` does, prints one `TLBLAB-RESULT {json}` line
+//!     per benchmark on the serial console, then powers the guest off.
+//! ```
+//! The guest runs with KVM when `/dev/kvm` opens, else under TCG. A KVM
+//! guest uses the paravirtual TLB flush (`kvm_flush_tlb_multi`, which skips
+//! preempted vCPUs) unless `kvm-pv-tlb-flush=off` hides the feature; the
+//! agent reads the kernel log to report which one the guest kernel chose,
+//! and the per-vCPU steal time that drives how often a target is preempted.
+
+use crate::HostReport;
+use machine::Error;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Marker of a result line on the guest's console.
+pub const RESULT_MARK: &str = "TLBLAB-RESULT ";
+/// Marker of an agent error line on the guest's console.
+pub const ERROR_MARK: &str = "TLBLAB-ERROR ";
+
+/// What the guest should run.
+#[derive(Clone, Debug)]
+pub struct GuestPlan {
+    pub cpus: u32,
+    /// Boot with the paravirtual flush offered (KVM only).
+    pub paravirt: bool,
+    /// madvise(MADV_DONTNEED) calls, with `cpus - 1` busy threads.
+    pub madvise_iterations: u64,
+    /// MiB collapsed per MADV_COLLAPSE round (a multiple of 2).
+    pub collapse_mib: u64,
+    pub collapse_rounds: u64,
+    /// Give up on a guest that has not powered off by then.
+    pub timeout: Duration,
+}
+
+/// One guest boot's results.
+#[derive(Clone, Debug)]
+pub struct GuestRun {
+    pub kernel: String,
+    pub accel: &'static str,
+    /// The guest kernel installed `kvm_flush_tlb_multi` ("KVM setup pv remote TLB flush").
+    pub pv_tlb_flush: bool,
+    pub madvise: HostReport,
+    /// Fraction of the madvise run each busy vCPU spent preempted (steal time).
+    pub steal_fraction: f64,
+    pub collapse: HostReport,
+}
+
+/// The guest kernel and QEMU this host would use, or why it cannot.
+pub fn prerequisites() -> Result<(PathBuf, PathBuf), Error> {
+    let qemu = which("qemu-system-x86_64").ok_or_else(|| {
+        Error::Unsupported(
+            "qemu-system-x86_64 not found; run scripts/install-guest.sh (as root)".into(),
+        )
+    })?;
+    let kernel = guest_kernel().ok_or_else(|| {
+        Error::Unsupported(
+            "no guest kernel in /boot (vmlinuz-*); run scripts/install-guest.sh (as root)".into(),
+        )
+    })?;
+    if std::fs::File::open(&kernel).is_err() {
+        return Err(Error::Unsupported(format!(
+            "cannot read the guest kernel {} (needs root)",
+            kernel.display()
+        )));
+    }
+    Ok((qemu, kernel))
+}
+
+fn which(bin: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(bin))
+        .find(|p| p.is_file())
+}
+
+/// The newest `/boot/vmlinuz-*` (or `$TLBLAB_GUEST_KERNEL`).
+fn guest_kernel() -> Option<PathBuf> {
+    if let Some(k) = std::env::var_os("TLBLAB_GUEST_KERNEL") {
+        return Some(PathBuf::from(k));
+    }
+    let mut v: Vec<PathBuf> = std::fs::read_dir("/boot")
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("vmlinuz-"))
+        })
+        .collect();
+    v.sort();
+    v.pop()
+}
+
+/// Can this process use KVM? `/dev/kvm` must open and the CPU must offer
+/// hardware virtualization (`vmx`/`svm` in /proc/cpuinfo): inside a VM
+/// without nested virtualization `/dev/kvm` may exist while a KVM guest
+/// hangs at kernel entry (seen on this project's 2-vCPU machines).
+pub fn kvm_usable() -> bool {
+    kvm_unusable_reason().is_none()
+}
+
+/// Why KVM cannot run the guest here, if it cannot.
+pub fn kvm_unusable_reason() -> Option<&'static str> {
+    let opens = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_ok();
+    if !opens {
+        return Some("/dev/kvm does not open");
+    }
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let hw = cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("flags"))
+        .any(|l| l.split_whitespace().any(|f| f == "vmx" || f == "svm"));
+    if !hw {
+        return Some(
+            "the CPU offers no vmx/svm (no nested virtualization), so a KVM guest cannot run",
+        );
+    }
+    None
+}
+
+/// A newc-format cpio archive (the initramfs format, Documentation/
+/// driver-api/early-userspace/buffer-format.rst), written in memory.
+#[derive(Default)]
+pub struct Cpio {
+    buf: Vec<u8>,
+    ino: u32,
+}
+
+impl Cpio {
+    fn entry(&mut self, name: &str, mode: u32, rdev: (u32, u32), data: &[u8]) {
+        self.ino += 1;
+        let hdr = format!(
+            "070701{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}",
+            self.ino,
+            mode,
+            0,
+            0,
+            1,
+            0,
+            data.len(),
+            0,
+            0,
+            rdev.0,
+            rdev.1,
+            name.len() + 1,
+            0
+        );
+        self.buf.extend_from_slice(hdr.as_bytes());
+        self.buf.extend_from_slice(name.as_bytes());
+        self.buf.push(0);
+        self.pad();
+        self.buf.extend_from_slice(data);
+        self.pad();
+    }
+    fn pad(&mut self) {
+        while !self.buf.len().is_multiple_of(4) {
+            self.buf.push(0);
+        }
+    }
+    /// A directory.
+    pub fn dir(&mut self, name: &str) {
+        self.entry(name, 0o040755, (0, 0), &[]);
+    }
+    /// A regular file.
+    pub fn file(&mut self, name: &str, mode: u32, data: &[u8]) {
+        self.entry(name, 0o100000 | mode, (0, 0), data);
+    }
+    /// A character device node.
+    pub fn chardev(&mut self, name: &str, major: u32, minor: u32) {
+        self.entry(name, 0o020600, (major, minor), &[]);
+    }
+    /// Close the archive and return its bytes.
+    pub fn finish(mut self) -> Vec<u8> {
+        self.entry("TRAILER!!!", 0, (0, 0), &[]);
+        self.buf
+    }
+}
+
+/// The shared libraries (and the ELF interpreter) `exe` needs, from `ldd`.
+fn shared_libraries(exe: &Path) -> Result<Vec<PathBuf>, Error> {
+    let out = Command::new("ldd")
+        .arg(exe)
+        .output()
+        .map_err(|e| Error::Unsupported(format!("cannot run ldd: {e}")))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if text.contains("not a dynamic executable") || !out.status.success() {
+        return Ok(Vec::new());
+    }
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let path = match l.split_once("=>") {
+                Some((_, r)) => r.split_whitespace().next()?,
+                None => l.split_whitespace().next()?,
+            };
+            path.starts_with('/').then(|| PathBuf::from(path))
+        })
+        .collect())
+}
+
+/// An initramfs holding `exe` as `/bin/tlblab` and what it links against.
+pub fn initramfs(exe: &Path) -> Result<Vec<u8>, Error> {
+    let read = |p: &Path| {
+        std::fs::read(p)
+            .map_err(|e| Error::Unsupported(format!("cannot read {}: {e}", p.display())))
+    };
+    let mut c = Cpio::default();
+    for d in ["bin", "dev", "proc", "sys", "tmp"] {
+        c.dir(d);
+    }
+    c.chardev("dev/console", 5, 1);
+    c.chardev("dev/null", 1, 3);
+    c.file("bin/tlblab", 0o755, &read(exe)?);
+    let mut dirs = std::collections::BTreeSet::new();
+    for lib in shared_libraries(exe)? {
+        let rel = lib.to_string_lossy().trim_start_matches('/').to_string();
+        let mut acc = String::new();
+        for part in Path::new(&rel).parent().into_iter().flat_map(|p| p.iter()) {
+            if !acc.is_empty() {
+                acc.push('/');
+            }
+            acc.push_str(&part.to_string_lossy());
+            if dirs.insert(acc.clone()) {
+                c.dir(&acc);
+            }
+        }
+        // Follow symlinks: the archive holds the library's bytes under its name.
+        c.file(&rel, 0o755, &read(&lib)?);
+    }
+    Ok(c.finish())
+}
+
+/// Kills QEMU and removes the scratch directory on every exit path.
+struct Vm {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Drop for Vm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Boot the guest once and collect the agent's results.
+pub fn run(plan: &GuestPlan) -> Result<GuestRun, Error> {
+    let (qemu, kernel) = prerequisites()?;
+    if !(2..=64).contains(&plan.cpus) {
+        return Err(Error::Range(format!(
+            "--cpus {} (allowed 2..=64 vCPUs)",
+            plan.cpus
+        )));
+    }
+    if plan.collapse_mib == 0 || !plan.collapse_mib.is_multiple_of(2) || plan.collapse_mib > 512 {
+        return Err(Error::Range(format!(
+            "collapse size {} MiB (a multiple of 2, at most 512)",
+            plan.collapse_mib
+        )));
+    }
+    let kvm = kvm_usable();
+    if plan.paravirt && !kvm {
+        return Err(Error::Unsupported(format!(
+            "the paravirtual TLB flush needs a KVM guest: {}",
+            kvm_unusable_reason().unwrap_or("KVM unusable")
+        )));
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::Unsupported(format!("cannot find this executable: {e}")))?;
+    let dir = std::env::temp_dir().join(format!("tlblab-guest-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::Unsupported(format!("cannot create {}: {e}", dir.display())))?;
+    let initrd = dir.join("initramfs.cpio");
+    let img = initramfs(&exe);
+    let img = match img {
+        Ok(i) => i,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e);
+        }
+    };
+    if let Err(e) = std::fs::write(&initrd, img) {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(Error::Unsupported(format!(
+            "cannot write the initramfs: {e}"
+        )));
+    }
+    let mem_mib = 2048 + plan.collapse_mib * 2;
+    let cpu = match (kvm, plan.paravirt) {
+        (true, true) => "host",
+        (true, false) => "host,kvm-pv-tlb-flush=off",
+        (false, _) => "max",
+    };
+    let append = format!(
+        "console=ttyS0 quiet panic=-1 rdinit=/bin/tlblab -- guest-agent --madvise-iterations {} --collapse-mib {} --collapse-rounds {}",
+        plan.madvise_iterations, plan.collapse_mib, plan.collapse_rounds
+    );
+    let mut cmd = Command::new(qemu);
+    cmd.args([
+        "-nodefaults",
+        "-nographic",
+        "-no-reboot",
+        "-serial",
+        "stdio",
+    ])
+    .args(["-accel", if kvm { "kvm" } else { "tcg" }])
+    .args(["-cpu", cpu])
+    .args(["-smp", &plan.cpus.to_string()])
+    .args(["-m", &mem_mib.to_string()])
+    .arg("-kernel")
+    .arg(&kernel)
+    .arg("-initrd")
+    .arg(&initrd)
+    .args(["-append", &append])
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    // QEMU dies with us, even when we are killed by a signal.
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let child = cmd
+        .spawn()
+        .map_err(|e| Error::Unsupported(format!("cannot start QEMU: {e}")))?;
+    let mut vm = Vm { child, dir };
+    let stdout = vm.child.stdout.take().expect("piped");
+    // Read the console on a thread so the timeout can fire while it blocks.
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + plan.timeout;
+    let mut results: Vec<serde_json::Value> = Vec::new();
+    let mut console = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Error::Unsupported(format!(
+                "the guest did not finish within {} s; last console lines: {}",
+                plan.timeout.as_secs(),
+                tail(&console)
+            )));
+        }
+        match rx.recv_timeout(left.min(Duration::from_millis(500))) {
+            Ok(line) => {
+                let line = line.trim_end_matches('\r').to_string();
+                if let Some(j) = line.find(RESULT_MARK) {
+                    let v = serde_json::from_str(&line[j + RESULT_MARK.len()..]).map_err(|e| {
+                        Error::Unsupported(format!("corrupt result line from the guest: {e}"))
+                    })?;
+                    results.push(v);
+                } else if let Some(j) = line.find(ERROR_MARK) {
+                    return Err(Error::Unsupported(format!(
+                        "the guest benchmark failed: {}",
+                        &line[j + ERROR_MARK.len()..]
+                    )));
+                } else {
+                    console.push(line);
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    let _ = vm.child.wait();
+    let agent = results
+        .iter()
+        .find(|v| v["kind"] == "agent")
+        .cloned()
+        .ok_or_else(|| {
+            Error::Unsupported(format!(
+                "the guest powered off without results; last console lines: {}",
+                tail(&console)
+            ))
+        })?;
+    let report = |kind: &str| -> Result<HostReport, Error> {
+        let v = results
+            .iter()
+            .find(|v| v["kind"] == kind)
+            .ok_or_else(|| Error::Unsupported(format!("the guest reported no {kind} run")))?;
+        serde_json::from_value(v["report"].clone())
+            .map_err(|e| Error::Unsupported(format!("corrupt {kind} report from the guest: {e}")))
+    };
+    Ok(GuestRun {
+        kernel: agent["kernel"].as_str().unwrap_or("?").to_string(),
+        accel: if kvm { "kvm" } else { "tcg" },
+        pv_tlb_flush: agent["pv_tlb_flush"].as_bool().unwrap_or(false),
+        steal_fraction: agent["steal_fraction"].as_f64().unwrap_or(0.0),
+        madvise: report("madvise_dontneed")?,
+        collapse: report("khugepaged_collapse")?,
+    })
+}
+
+fn tail(lines: &[String]) -> String {
+    let n = lines.len();
+    lines[n.saturating_sub(3)..].join(" | ")
+}
+
+/// One counter of `/proc/vmstat` text.
+fn vmstat(text: &str, key: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Per-CPU (busy, steal) jiffies from `/proc/stat`.
+fn cpu_times() -> Vec<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    text.lines()
+        .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+        .map(|l| {
+            let f: Vec<u64> = l
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            let total: u64 = f.iter().take(8).sum();
+            (total, f.get(7).copied().unwrap_or(0))
+        })
+        .collect()
+}
+
+/// The guest side: PID 1 in the initramfs. Mounts what the benchmarks read,
+/// runs them, prints the results on the console and powers off.
+pub fn agent_main(madvise_iterations: u64, collapse_mib: u64, collapse_rounds: u64) -> ! {
+    let mut out = std::io::stdout();
+    let result = agent(madvise_iterations, collapse_mib, collapse_rounds);
+    match result {
+        Ok(lines) => {
+            for l in lines {
+                let _ = writeln!(out, "{RESULT_MARK}{l}");
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(out, "{ERROR_MARK}{e}");
+        }
+    }
+    let _ = out.flush();
+    power_off()
+}
+
+fn agent(
+    madvise_iterations: u64,
+    collapse_mib: u64,
+    collapse_rounds: u64,
+) -> Result<Vec<String>, Error> {
+    if std::process::id() == 1 {
+        mount("proc", "/proc", "proc")?;
+        mount("sysfs", "/sys", "sysfs")?;
+    }
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    let log = kernel_log();
+    let pv = log.contains("KVM setup pv remote TLB flush");
+    let ncpu = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
+    // Collapse first, from CPU0 only: no other CPU has had this mm loaded, so
+    // none is lazy in it (a lazy CPU would take one pmdp_collapse_flush IPI).
+    // khugepaged would scan this process (MADV_HUGEPAGE registers it) and
+    // collapse ranges on its own, each with a sync IPI to every CPU. With
+    // "never" it stops; MADV_COLLAPSE ignores the sysfs setting (6.1+).
+    let _ = std::fs::write("/sys/kernel/mm/transparent_hugepage/enabled", "never");
+    let vm0 = std::fs::read_to_string("/proc/vmstat").unwrap_or_default();
+    let collapse = {
+        let _restore = crate::madvise::Affinity::save()?;
+        crate::madvise::pin(0)?;
+        crate::collapse::run(collapse_mib << 20, collapse_rounds)?
+    };
+    let vm1 = std::fs::read_to_string("/proc/vmstat").unwrap_or_default();
+    let mut collapse = collapse;
+    collapse.arch.insert(
+        "thp_collapse_alloc".into(),
+        vmstat(&vm1, "thp_collapse_alloc").saturating_sub(vmstat(&vm0, "thp_collapse_alloc")),
+    );
+    let t0 = cpu_times();
+    let madvise = crate::run("madvise_dontneed", ncpu - 1, madvise_iterations)?;
+    let t1 = cpu_times();
+    // Steal of the busy vCPUs (1..): time the host ran something else.
+    let (mut total, mut steal) = (0u64, 0u64);
+    for (a, b) in t0.iter().zip(&t1).skip(1) {
+        total += b.0.saturating_sub(a.0);
+        steal += b.1.saturating_sub(a.1);
+    }
+    let enc = |v: serde_json::Value| serde_json::to_string(&v).expect("json");
+    Ok(vec![
+        enc(serde_json::json!({"kind": "madvise_dontneed", "report": madvise})),
+        enc(serde_json::json!({"kind": "khugepaged_collapse", "report": collapse})),
+        enc(serde_json::json!({
+            "kind": "agent", "kernel": kernel, "pv_tlb_flush": pv, "cpus": ncpu,
+            "steal_fraction": steal as f64 / total.max(1) as f64,
+        })),
+    ])
+}
+
+fn mount(src: &str, target: &str, fstype: &str) -> Result<(), Error> {
+    let c = |s: &str| std::ffi::CString::new(s).expect("no NUL");
+    let (s, t, f) = (c(src), c(target), c(fstype));
+    // SAFETY: valid NUL-terminated strings; no mount data.
+    let rc = unsafe { libc::mount(s.as_ptr(), t.as_ptr(), f.as_ptr(), 0, std::ptr::null()) };
+    if rc != 0 {
+        return Err(Error::Unsupported(format!(
+            "mount {fstype} on {target}: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(())
+}
+
+/// The kernel log buffer (`dmesg`), via syslog(2) SYSLOG_ACTION_READ_ALL.
+fn kernel_log() -> String {
+    let mut buf = vec![0u8; 1 << 20];
+    // SAFETY: the buffer is valid for its length.
+    let n = unsafe { libc::klogctl(3, buf.as_mut_ptr() as *mut libc::c_char, buf.len() as i32) };
+    buf.truncate(n.max(0) as usize);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// As PID 1 of the guest: power off (QEMU then exits). Anywhere else: exit.
+fn power_off() -> ! {
+    if std::process::id() != 1 {
+        std::process::exit(0);
+    }
+    // SAFETY: sync and reboot take no pointers; as PID 1 in a throwaway VM,
+    // powering off is the intended end.
+    unsafe {
+        libc::sync();
+        libc::reboot(libc::RB_POWER_OFF);
+    }
+    std::process::exit(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpio_newc_layout() {
+        let mut c = Cpio::default();
+        c.dir("bin");
+        c.file("bin/x", 0o755, b"abcde");
+        let b = c.finish();
+        // Every header starts on a 4-byte boundary with the newc magic.
+        assert_eq!(&b[..6], b"070701");
+        // A 110-byte header, "bin\0", padded to a multiple of 4.
+        let second = (110 + 4usize).next_multiple_of(4);
+        assert_eq!(&b[second..second + 6], b"070701");
+        // mode field of the file entry: regular, 0755
+        assert_eq!(&b[second + 14..second + 22], b"000081ed");
+        // filesize field = 5
+        assert_eq!(&b[second + 54..second + 62], b"00000005");
+        assert!(b.len().is_multiple_of(4));
+        let s = String::from_utf8_lossy(&b);
+        assert!(s.contains("TRAILER!!!"));
+        assert!(s.contains("abcde"));
+    }
+}

@@ -1,0 +1,47 @@
+//! `tlblab validate --guest` against a real Linux guest under QEMU. Skipped
+//! with a message where QEMU or a guest kernel is missing (install them with
+//! scripts/install-guest.sh).
+
+use std::process::Command;
+
+#[test]
+fn guest_counts_match_the_model() {
+    if let Err(e) = bench::guest::prerequisites() {
+        eprintln!("skipped: {e}");
+        return;
+    }
+    // 4 vCPUs: the madvise loop has 3 busy threads of the same mm, so every
+    // madvise sends 3 TLB-shootdown IPIs (each also a CAL); each 2 MiB
+    // collapse ends with tlb_remove_table_sync_one, 3 CAL. KVM paravirt
+    // flush is not offered (the table must match native_flush_tlb_multi).
+    let out = Command::new(env!("CARGO_BIN_EXE_tlblab"))
+        .args(["validate", "--guest", "--cpus", "4", "--paravirt", "off"])
+        .args(["--iterations", "300", "--timeout", "300"])
+        .output()
+        .expect("run tlblab");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "validate --guest failed:\n{text}\n{err}"
+    );
+    let row = |name: &str| -> (f64, f64) {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no row {name} in:\n{text}"));
+        let f: Vec<f64> = line[name.len()..]
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        (f[0], f[1])
+    };
+    let (g, m) = row("madvise TLB per op");
+    assert_eq!(m, 3.0, "model: 3 busy CPUs in the mm");
+    assert!((g - 3.0).abs() < 0.3, "guest TLB per madvise {g}");
+    let (g, m) = row("MADV_COLLAPSE CAL per collapse");
+    assert_eq!(m, 3.0, "model: one sync IPI to each of 3 other CPUs");
+    assert!((g - 3.0).abs() < 0.3, "guest CAL per collapse {g}");
+    let (g, m) = row("collapses (kernel: thp_collapse_alloc)");
+    assert_eq!(g, m, "every 2 MiB extent collapsed once, and nothing else");
+}
