@@ -11,6 +11,10 @@ pub mod lat;
 #[cfg(target_os = "linux")]
 pub mod madvise;
 #[cfg(target_os = "linux")]
+pub mod mmapstress;
+#[cfg(target_os = "linux")]
+pub(crate) mod procs;
+#[cfg(target_os = "linux")]
 pub mod tlb_flush;
 
 use machine::Error;
@@ -61,6 +65,21 @@ pub fn host_unsuitable() -> Option<&'static str> {
     None
 }
 
+/// The workloads [`run`] knows.
+pub const WORKLOADS: [&str; 7] = [
+    "madvise_dontneed",
+    "tlb_flush_threads",
+    "tlb_flush_processes",
+    "mmapstress01",
+    "khugepaged_collapse",
+    "lat_pagefault",
+    "lat_mmap",
+];
+
+/// One host benchmark at a time in this process: they read system-wide
+/// counters.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Run a host benchmark by workload name.
 pub fn run(workload: &str, threads: u32, iterations: u64) -> Result<HostReport, Error> {
     if iterations == 0 || iterations > 100_000_000 {
@@ -68,21 +87,39 @@ pub fn run(workload: &str, threads: u32, iterations: u64) -> Result<HostReport, 
             "--iterations {iterations} (allowed 1..=100000000)"
         )));
     }
+    if !WORKLOADS.contains(&workload) {
+        return Err(Error::Unsupported(format!(
+            "no host benchmark for workload '{workload}' yet (available: {})",
+            WORKLOADS.join(", ")
+        )));
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    dispatch(workload, threads, iterations)
+}
+
+/// The benchmark for `workload` (a name from [`WORKLOADS`]).
+fn dispatch(workload: &str, threads: u32, iterations: u64) -> Result<HostReport, Error> {
     match workload {
         #[cfg(target_os = "linux")]
         "madvise_dontneed" => madvise::run(threads, iterations),
-        #[cfg(not(target_os = "linux"))]
-        "madvise_dontneed" => Err(Error::Unsupported("host benchmarks need Linux".into())),
         #[cfg(target_os = "linux")]
         "tlb_flush_threads" => tlb_flush::run_threads(threads, 1 << 20, iterations),
+        #[cfg(target_os = "linux")]
+        "tlb_flush_processes" => tlb_flush::run_processes(threads, 1 << 20, iterations),
+        // iterations = children forked in all, each making 100 rounds.
+        #[cfg(target_os = "linux")]
+        "mmapstress01" => mmapstress::run(threads, 4096, iterations.min(2000)),
         #[cfg(target_os = "linux")]
         "khugepaged_collapse" => collapse::run(64 << 20, iterations.min(1000)),
         #[cfg(target_os = "linux")]
         "lat_pagefault" => lat::lat_pagefault(1 << 20, iterations),
         #[cfg(target_os = "linux")]
         "lat_mmap" => lat::lat_mmap(1 << 20, iterations),
+        #[cfg(not(target_os = "linux"))]
+        _ => Err(Error::Unsupported("host benchmarks need Linux".into())),
+        #[cfg(target_os = "linux")]
         other => Err(Error::Unsupported(format!(
-            "no host benchmark for workload '{other}' yet (available: madvise_dontneed, tlb_flush_threads, khugepaged_collapse, lat_pagefault, lat_mmap)"
+            "no host benchmark for workload '{other}'"
         ))),
     }
 }

@@ -107,7 +107,9 @@ enum Cmd {
         workload: String,
         #[arg(long, default_value_t = 100_000)]
         iterations: u64,
-        /// Busy threads (madvise_dontneed); default: one per other CPU, at most 3.
+        /// Busy threads (madvise_dontneed; default one per other CPU, at most 3),
+        /// tasks (tlb_flush_threads: same default; tlb_flush_processes: one per
+        /// CPU, at most 4), children alive (mmapstress01: LTP's min(cpus-1, 20)).
         #[arg(long)]
         threads: Option<u32>,
         /// Also simulate the same workload at the host's CPU count and compare.
@@ -366,7 +368,13 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
             let ncpu = std::thread::available_parallelism()
                 .map(|n| n.get() as u32)
                 .unwrap_or(1);
-            let threads = threads.unwrap_or((ncpu - 1).min(3));
+            // Busy threads for madvise_dontneed; tasks (one per CPU) for the
+            // tlb_flush pair; children alive at once for mmapstress01.
+            let threads = threads.unwrap_or(match workload.as_str() {
+                "tlb_flush_processes" => ncpu.min(4),
+                "mmapstress01" => bench::mmapstress::default_children(ncpu as usize),
+                _ => (ncpu - 1).min(3),
+            });
             let host = bench::run(&workload, threads, iterations)?;
             let n = host.op_count().max(1) as f64;
             let model = if vs_model {
@@ -374,7 +382,13 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
                 s.set(&format!("machine.cpus={ncpu}"))?;
                 s.set(&format!("workload.name={workload}"))?;
                 s.set(&format!("workload.threads={threads}"))?;
-                s.set(&format!("workload.iterations={}", iterations.min(200_000)))?;
+                // mmapstress01's iterations are children forked (the host caps them at 2000).
+                let cap = if workload == "mmapstress01" {
+                    2000
+                } else {
+                    200_000
+                };
+                s.set(&format!("workload.iterations={}", iterations.min(cap)))?;
                 Some(run_scenario(&s, &RunOptions::default())?.0)
             } else {
                 None
@@ -386,7 +400,7 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
             }
             let t = &host.interrupt_totals;
             println!(
-                "host {} ({} CPUs), {workload}, {threads} busy threads, {} ops",
+                "host {} ({} CPUs), {workload}, threads {threads}, {} ops",
                 host.host["kernel"].as_str().unwrap_or("?"),
                 ncpu,
                 host.op_count()
