@@ -16,6 +16,8 @@ pub mod mmapstress;
 pub(crate) mod procs;
 #[cfg(target_os = "linux")]
 pub mod tlb_flush;
+#[cfg(target_os = "linux")]
+pub mod tracefs;
 
 use machine::Error;
 
@@ -77,10 +79,11 @@ pub const WORKLOADS: [&str; 7] = [
 ];
 
 /// One host benchmark at a time in this process: they read system-wide
-/// counters.
+/// counters (and share one tracefs instance name).
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Run a host benchmark by workload name.
+/// Run a host benchmark by workload name, counting `tlb:tlb_flush` by reason
+/// through tracefs when it can (see [`traced`]).
 pub fn run(workload: &str, threads: u32, iterations: u64) -> Result<HostReport, Error> {
     if iterations == 0 || iterations > 100_000_000 {
         return Err(Error::Range(format!(
@@ -94,7 +97,31 @@ pub fn run(workload: &str, threads: u32, iterations: u64) -> Result<HostReport, 
         )));
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    dispatch(workload, threads, iterations)
+    traced(|| dispatch(workload, threads, iterations))
+}
+
+/// Run `f` inside a tracefs session and fill `tlb_flush` from it; when tracefs
+/// is missing or not permitted the run goes ahead and `host["tracefs"]` says why.
+#[cfg(target_os = "linux")]
+fn traced(f: impl FnOnce() -> Result<HostReport, Error>) -> Result<HostReport, Error> {
+    let session = tracefs::Session::start();
+    // An error or a panic in `f` drops the session: the instance goes too.
+    let mut r = f()?;
+    let note = match session.and_then(tracefs::Session::finish) {
+        Ok((counts, note)) => {
+            r.tlb_flush = counts;
+            note
+        }
+        Err(why) => why,
+    };
+    r.host["tracefs"] = note.into();
+    Ok(r)
+}
+
+/// No tracefs off Linux.
+#[cfg(not(target_os = "linux"))]
+fn traced(f: impl FnOnce() -> Result<HostReport, Error>) -> Result<HostReport, Error> {
+    f()
 }
 
 /// The benchmark for `workload` (a name from [`WORKLOADS`]).

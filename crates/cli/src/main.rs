@@ -439,6 +439,18 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
                     None => println!("{name:<14} {h:>12.4}"),
                 }
             }
+            let flushes: Vec<String> = host
+                .tlb_flush
+                .iter()
+                .filter(|(_, v)| **v > 0)
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            if !flushes.is_empty() {
+                println!("tlb:tlb_flush  {}", flushes.join(", "));
+            }
+            if let Some(note) = host.host["tracefs"].as_str() {
+                println!("tracefs: {note}");
+            }
         }
         Cmd::Calibrate { out, iterations } => {
             let c = tlblab::calibrate::calibrate(iterations)?;
