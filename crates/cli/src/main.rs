@@ -115,6 +115,9 @@ enum Cmd {
         /// Also simulate the same workload at the host's CPU count and compare.
         #[arg(long)]
         vs_model: bool,
+        /// Do not count tlb:tlb_flush through tracefs (the tracepoint slows each flush).
+        #[arg(long)]
+        no_trace: bool,
         #[arg(long)]
         json: bool,
     },
@@ -363,6 +366,7 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
             iterations,
             threads,
             vs_model,
+            no_trace,
             json,
         } => {
             let ncpu = std::thread::available_parallelism()
@@ -375,13 +379,21 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
                 "mmapstress01" => bench::mmapstress::default_children(ncpu as usize),
                 _ => (ncpu - 1).min(3),
             });
-            let host = bench::run(&workload, threads, iterations)?;
+            let host = bench::run_with(&workload, threads, iterations, !no_trace)?;
             let n = host.op_count().max(1) as f64;
             let model = if vs_model {
                 let mut s = load_scenario("default")?;
                 s.set(&format!("machine.cpus={ncpu}"))?;
                 s.set(&format!("workload.name={workload}"))?;
                 s.set(&format!("workload.threads={threads}"))?;
+                // The region or file the host program uses (bench::run).
+                match workload.as_str() {
+                    "tlb_flush_threads" | "tlb_flush_processes" | "lat_pagefault" | "lat_mmap" => {
+                        s.set("workload.size=1MiB")?
+                    }
+                    "mmapstress01" => s.set("workload.size=4KiB")?,
+                    _ => {}
+                }
                 // mmapstress01's iterations are children forked (the host caps them at 2000).
                 let cap = if workload == "mmapstress01" {
                     2000
