@@ -11,10 +11,10 @@ use std::time::Instant;
 const PAGE: usize = 4096;
 
 /// A memfd of `len` bytes, every page written once (resident), closed on drop.
-struct File(i32);
+pub(crate) struct File(pub(crate) i32);
 
 impl File {
-    fn new(len: usize) -> Result<File, Error> {
+    pub(crate) fn new(len: usize) -> Result<File, Error> {
         let name = b"tlblab-lat\0";
         // SAFETY: a NUL-terminated name; the fd is owned by the returned File.
         let fd = unsafe { libc::memfd_create(name.as_ptr() as *const libc::c_char, 0) };
@@ -81,7 +81,8 @@ impl Drop for Map {
     }
 }
 
-fn op_json(
+/// The report's `ops` entry for `n` ops with this latency histogram.
+pub(crate) fn op_json(
     name: &str,
     hist: &Histogram<u64>,
     n: u64,
