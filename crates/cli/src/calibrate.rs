@@ -57,8 +57,8 @@ pub fn calibrate(iterations: u64) -> Result<Calibration, Error> {
             "calibration needs 2 CPUs (one busy thread on another CPU)".into(),
         ));
     }
-    let local = bench::run("madvise_dontneed", 0, iterations)?;
-    let remote = bench::run("madvise_dontneed", 1, iterations)?;
+    let local = bench::run_with("madvise_dontneed", 0, iterations, false)?;
+    let remote = bench::run_with("madvise_dontneed", 1, iterations, false)?;
     let (h_local, h_remote) = (local.us_per_op(), remote.us_per_op());
     let n = remote.op_count().max(1) as f64;
     let (h_tlb, h_cal) = (
@@ -171,7 +171,7 @@ pub fn validate(profile: &CostProfile, iterations: u64) -> Result<Vec<Check>, Er
         .map(|n| n.get())
         .unwrap_or(1);
     let threads = ncpu.min(8) as u32;
-    let host = bench::run("tlb_flush_threads", threads, iterations)?;
+    let host = bench::run_with("tlb_flush_threads", threads, iterations, false)?;
     let mut s = load_scenario("tlb-flush-threads")?;
     s.set(&format!("machine.cpus={ncpu}"))?;
     s.set(&format!("workload.threads={threads}"))?;
@@ -209,7 +209,7 @@ pub fn validate(profile: &CostProfile, iterations: u64) -> Result<Vec<Check>, Er
 /// collapse (upstream: one `tlb_remove_table_sync_one` IPI to each other
 /// CPU), with the host's background CAL traffic over the same time removed.
 fn collapse_rows(profile: &CostProfile, ncpu: usize) -> Result<Vec<Check>, Error> {
-    let host = bench::run("khugepaged_collapse", 1, 3)?;
+    let host = bench::run_with("khugepaged_collapse", 1, 3, false)?;
     let n = host.op_count().max(1) as f64;
     let bg = host.arch.get("background_CAL").copied().unwrap_or(0);
     let host_cal = host.interrupt_totals["CAL"].saturating_sub(bg) as f64 / n;
@@ -248,7 +248,7 @@ fn lmbench_rows(profile: &CostProfile, ncpu: usize) -> Result<Vec<Check>, Error>
         ("lat_pagefault", "lat-pagefault", 200u64, 50u64),
         ("lat_mmap", "lat-mmap", 2000, 2000),
     ] {
-        let host = bench::run(workload, 1, host_iters)?;
+        let host = bench::run_with(workload, 1, host_iters, false)?;
         let mut s = load_scenario(scenario)?;
         for kv in [
             "machine.arch=x86".to_string(),
