@@ -107,6 +107,30 @@ pub const CATALOGUE: &[Config] = &[
         world: collapse_vs_gup,
     },
     Config {
+        name: "x86_hugetlb_unshare_seed",
+        about: "hugetlb PMD unshare while a lazy CPU caches the shared table, with the seed (unshare flush IPIs lazy CPUs; sync skipped)",
+        sets: &["mm.skip_redundant_table_sync=true"],
+        expect_safe: true,
+        world: hugetlb_unshare,
+    },
+    Config {
+        name: "unsafe_unshare_without_lazy_ipi",
+        about: "the seed's skip, but the unshare flush leaves lazy CPUs out (freed_tables only)",
+        sets: &[
+            "mm.skip_redundant_table_sync=true",
+            "mm.unshare_without_lazy_ipi=true",
+        ],
+        expect_safe: false,
+        world: hugetlb_unshare,
+    },
+    Config {
+        name: "exposed_hugetlb_unshare_pre_seed",
+        about: "upstream before seed (b): the sync IPI reaches the lazy CPU but does not drop its PUD-entry cache (the arm64 counterpart was fixed in c2ff4764e03e)",
+        sets: &[],
+        expect_safe: false,
+        world: hugetlb_unshare,
+    },
+    Config {
         name: "x86_madvise_race_3cpu",
         about: "madvise race with two reader threads (3 CPUs)",
         sets: &["machine.cpus=3"],
@@ -549,6 +573,31 @@ fn defer_vs_switch(s: &Scenario) -> Result<World, Error> {
         let other = w.mm_alloc()?;
         w.spawn(other, hart, vec![UserOp::Yield, UserOp::Exit], true);
     }
+    Ok(w)
+}
+
+/// Two mms map one hugetlb file at the same 1 GiB-aligned address and share
+/// its PMD table. CPU1, a thread of mm A, touches the huge page (its walker
+/// caches A's PUD entry -> the shared table) and exits, leaving CPU1 lazy in
+/// A. CPU0 (A) and CPU2 (B) each unmap: the first unshares, the last user
+/// clears the table's entries and frees it.
+fn hugetlb_unshare(s: &Scenario) -> Result<World, Error> {
+    let mut s = s.clone();
+    s.machine.cpus = s.machine.cpus.max(3);
+    let mut w = World::new(&s)?;
+    let len = machine::HPAGE_SIZE;
+    let a = w.mm_alloc()?;
+    let b = w.mm_alloc()?;
+    w.add_vma_hugetlb(a, P, len);
+    w.add_vma_hugetlb(b, P, len);
+    let touch = UserOp::Touch {
+        addr: P,
+        write: true,
+    };
+    let unmap = UserOp::Munmap { start: P, len };
+    w.spawn(a, 1, vec![touch.clone(), UserOp::Exit], true);
+    w.spawn(a, 0, vec![touch.clone(), unmap.clone(), UserOp::Exit], true);
+    w.spawn(b, 2, vec![touch, unmap, UserOp::Exit], true);
     Ok(w)
 }
 

@@ -92,5 +92,5 @@ fn skipping_lazy_cpus_on_freed_tables_is_caught() {
     let sim = run(true);
     let v = sim.violations.first().expect("caught");
     assert_eq!(v.invariant, 3, "{}", v.what);
-    assert!(v.what.contains("CPU1 (lazy)"), "{}", v.what);
+    assert!(v.what.contains("CPU1 (lazy in mm1)"), "{}", v.what);
 }

@@ -127,6 +127,10 @@ impl Frame {
     fn can_run(&self, w: &World, cpu: CpuId, task: TaskId) -> bool {
         match self {
             Frame::SmpCallFunctionManyCond(f) => f.can_run(w, cpu),
+            // i_mmap_lock_write of the hugetlbfs file before zapping.
+            Frame::Munmap(f) if f.hugetlb && matches!(f.pc, crate::mm::mmap::Pc::Zap(_)) => {
+                w.hugetlb_i_mmap_writer.is_none_or(|t| t == task)
+            }
             // mmap_read_lock / mmap_write_lock: wait while another task writes.
             Frame::PageFault(_) | Frame::CollapseHugePage(_) | Frame::Fork(_) => {
                 let mm = &w.mms[w.tasks[task as usize].mm as usize];
@@ -439,6 +443,10 @@ pub struct World {
     pub counters: Counters,
     /// Shareable hugetlb PMD tables (one hugetlbfs file, mapped at the same address).
     pub hugetlb_pmds: Vec<SharedPmd>,
+    /// The hugetlbfs file's `i_mmap_rwsem` held for write by an unmap
+    /// (`__hugetlb_zap_begin` .. `__hugetlb_zap_end`): unshare, flush and sync
+    /// finish before another mm's unmap can touch the shared table.
+    pub hugetlb_i_mmap_writer: Option<TaskId>,
     /// Page-table batches waiting for an RCU grace period (`tlb_remove_table_rcu`).
     pub rcu_batches: Vec<RcuBatch>,
     /// arm64/RISC-V: the ASID allocator.
@@ -535,6 +543,7 @@ impl World {
                 ..Counters::default()
             },
             hugetlb_pmds: Vec::new(),
+            hugetlb_i_mmap_writer: None,
             rcu_batches: Vec::new(),
             asids: crate::arch::asid::AsidAllocator::new(match m.arch {
                 machine::scenario::Arch::Riscv => s.riscv.asid_bits.max(1),

@@ -10,11 +10,19 @@
 //! the PTE-table frame that a 2 MiB-aligned region resolved to, so a later walk
 //! reads that table frame directly without re-reading the upper levels: this is
 //! why freeing a page-table page needs a flush even on CPUs whose TLB holds no
-//! leaf entry for the range (`freed_tables`).
+//! leaf entry for the range (`freed_tables`). A smaller cache one level up
+//! (the "PDPTE cache") keeps the PMD table a 1 GiB region resolved to through
+//! its PUD entry: a hugetlb PMD table shared between mms stays reachable from
+//! a CPU that cached it until that CPU flushes, even after `huge_pmd_unshare`
+//! cleared the PUD entry.
 
 use crate::Pfn;
 
 const VALID: u8 = 1;
+/// Entries of the PUD-entry cache (a few, as in Intel's PDPTE cache).
+const UPPER_ENTRIES: usize = 4;
+/// 1 GiB regions: what one PUD entry maps.
+const PUD_SHIFT: u32 = 30;
 const WRITE: u8 = 2;
 const HUGE: u8 = 4;
 /// Marks a tag as a 2 MiB translation so it never aliases a 4 KiB one.
@@ -78,6 +86,9 @@ pub struct Tlb {
     entries: Vec<Entry>,
     psc: Vec<PscEntry>,
     psc_next: u32,
+    /// PUD-entry cache: PMD tables per 1 GiB region (same invalidation as `psc`).
+    upper: Vec<PscEntry>,
+    upper_next: u32,
     epochs: Vec<u32>,
     /// Per-ASID epoch of the paging-structure cache alone (INVLPG drops it).
     psc_epochs: Vec<u32>,
@@ -98,6 +109,8 @@ impl Tlb {
             entries: vec![Entry::default(); (sets * ways) as usize],
             psc: vec![PscEntry::default(); psc_entries.max(1) as usize],
             psc_next: 0,
+            upper: vec![PscEntry::default(); UPPER_ENTRIES],
+            upper_next: 0,
             epochs: vec![0; 8],
             psc_epochs: vec![0; 8],
             gepoch: 1,
@@ -231,7 +244,7 @@ impl Tlb {
 
     /// Does the paging-structure cache hold a live pointer to `table` for `asid`?
     pub fn psc_holds(&self, asid: u16, table: Pfn) -> bool {
-        self.psc.iter().any(|p| {
+        self.psc.iter().chain(&self.upper).any(|p| {
             p.valid
                 && p.table == table
                 && p.asid == asid
@@ -243,22 +256,36 @@ impl Tlb {
 
     /// Remember the PTE table a walk went through.
     pub fn psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) {
-        let region = va >> crate::HPAGE_SHIFT;
-        let epoch = self.epoch(asid);
-        let pepoch = self.psc_epoch(asid);
-        let slot = match self
-            .psc
+        let e = self.psc_entry(asid, va >> crate::HPAGE_SHIFT, table, table_gen);
+        Self::cache_insert(&mut self.psc, &mut self.psc_next, e);
+    }
+
+    /// Remember the PMD table a walk reached through the PUD entry of `va`.
+    pub fn pud_psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) {
+        let e = self.psc_entry(asid, va >> PUD_SHIFT, table, table_gen);
+        Self::cache_insert(&mut self.upper, &mut self.upper_next, e);
+    }
+
+    /// Replace the entry of the same region and ASID, else a round-robin victim.
+    fn cache_insert(cache: &mut [PscEntry], next: &mut u32, e: PscEntry) {
+        let slot = match cache
             .iter()
-            .position(|p| p.valid && p.region == region && p.asid == asid)
+            .position(|p| p.valid && p.region == e.region && p.asid == e.asid)
         {
             Some(i) => i,
             None => {
-                let i = self.psc_next as usize;
-                self.psc_next = (self.psc_next + 1) % self.psc.len() as u32;
+                let i = *next as usize;
+                *next = (*next + 1) % cache.len() as u32;
                 i
             }
         };
-        self.psc[slot] = PscEntry {
+        cache[slot] = e;
+    }
+
+    fn psc_entry(&self, asid: u16, region: u64, table: Pfn, table_gen: u32) -> PscEntry {
+        let epoch = self.epoch(asid);
+        let pepoch = self.psc_epoch(asid);
+        PscEntry {
             region,
             table,
             table_gen,
@@ -267,7 +294,7 @@ impl Tlb {
             gepoch: self.gepoch,
             asid,
             valid: true,
-        };
+        }
     }
 
     /// `INVLPG` / `TLBI VAE1` / `sfence.vma va, asid`: drop the translations

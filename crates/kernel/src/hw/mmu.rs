@@ -75,12 +75,12 @@ pub fn user_access(w: &mut World, cpu: CpuId, va: u64, write: bool, fx: &mut Eff
                         p.table
                     ),
                 );
-                walk_upper(w, mm, va)
+                walk_and_cache_pud(w, c, asid, mm, va)
             } else {
                 Some(Walk::Table(p.table))
             }
         }
-        None => walk_upper(w, mm, va),
+        None => walk_and_cache_pud(w, c, asid, mm, va),
     };
     let (hit, table) = match pte_table {
         None => return Access::Fault,
@@ -155,7 +155,7 @@ pub fn kernel_access(w: &mut World, cpu: CpuId, va: u64, fx: &mut Effects) -> bo
     }
     w.counters.tlb_misses += 1;
     fx.cost(Cost::TlbMissWalk, 1);
-    let Some(Walk::Table(t)) = walk_upper(w, crate::INIT_MM, va) else {
+    let Some((Walk::Table(t), _)) = walk_upper(w, crate::INIT_MM, va) else {
         return false;
     };
     let e = w.mem.read(t, table_index(va, 1)).unwrap_or(0);
@@ -180,20 +180,40 @@ enum Walk {
     Huge(u64),
 }
 
-/// Walk PGD → PUD → PMD of `mm`; the PTE table, a huge leaf, or not present.
-fn walk_upper(w: &World, mm: crate::MmId, va: u64) -> Option<Walk> {
+/// Walk PGD → PUD → PMD of `mm`: the PTE table or a huge leaf, and the PMD
+/// table the PUD entry led to; None if not present.
+fn walk_upper(w: &World, mm: crate::MmId, va: u64) -> Option<(Walk, Pfn)> {
     let mut table = w.mms[mm as usize].pgd;
+    let mut pmd_table = table;
     for level in [4u8, 3, 2] {
         let e = w.mem.read(table, table_index(va, level))?;
         if !pte::present(e) {
             return None;
         }
         if level == 2 && pte::huge(e) {
-            return Some(Walk::Huge(e));
+            return Some((Walk::Huge(e), pmd_table));
         }
         table = pte::pfn(e);
+        if level == 3 {
+            pmd_table = table;
+        }
     }
-    Some(Walk::Table(table))
+    Some((Walk::Table(table), pmd_table))
+}
+
+/// A full walk by CPU `c`'s hardware walker: the PUD entry it read goes into
+/// the PUD-entry cache (how a hugetlb PMD table stays reachable after unshare).
+fn walk_and_cache_pud(
+    w: &mut World,
+    c: usize,
+    asid: u16,
+    mm: crate::MmId,
+    va: u64,
+) -> Option<Walk> {
+    let (walk, pmd_table) = walk_upper(w, mm, va)?;
+    let g = w.mem.gen(pmd_table);
+    w.cpus[c].tlb.pud_psc_fill(asid, va, pmd_table, g);
+    Some(walk)
 }
 
 /// Invariant 1: the frame behind a cached translation is still the one cached.

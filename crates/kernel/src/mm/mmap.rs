@@ -99,6 +99,11 @@ impl Munmap {
                     return Flow::Continue;
                 }
                 let next = if self.hugetlb {
+                    // __hugetlb_zap_begin: i_mmap_lock_write.
+                    if w.hugetlb_i_mmap_writer.is_some_and(|t| t != task) {
+                        return Flow::Block;
+                    }
+                    w.hugetlb_i_mmap_writer = Some(task);
                     unmap_hugepage_range(w, task, addr, self.end, fx)
                 } else {
                     unmap_page_range_step(w, task, addr, self.end, fx)
@@ -127,6 +132,15 @@ impl Munmap {
                 }
             }
             Pc::Free => {
+                if self.hugetlb && w.hugetlb_i_mmap_writer == Some(task) {
+                    // __hugetlb_zap_end: i_mmap_unlock_write; waiters retry.
+                    w.hugetlb_i_mmap_writer = None;
+                    for c in &w.cpus {
+                        if c.curr.is_some() {
+                            fx.wake(c.id);
+                        }
+                    }
+                }
                 tlb_flush_mmu_free_task(w, task, fx);
                 Flow::Return
             }
@@ -216,6 +230,9 @@ pub fn unmap_hugepage_range(
             fx.label(Label::PmdUnshare { mm, table });
         }
         _ => {
+            if shared.is_some() {
+                crate::mm::mmu_gather::check_unshared_table_reuse(w, mm, table);
+            }
             let mut n = 0;
             let mut va = addr & !(HPAGE_SIZE - 1);
             while va < stop {

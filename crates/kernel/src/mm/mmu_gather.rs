@@ -162,27 +162,64 @@ fn free_tables(w: &mut World, mm: MmId, tables: &[Pfn], fx: &mut Effects) {
     }
 }
 
-/// Invariant 3 at the moment a page-table page is freed: no CPU that has
-/// `mm` loaded (lazily or not) may still hold a paging-structure-cache
-/// pointer to it, or its walker may speculatively read the page after reuse.
+/// Invariant 3 at the moment a page-table page is freed: no CPU may still
+/// hold a paging-structure-cache pointer to it under the ASID it has loaded
+/// (lazily or not), or its walker may speculatively read the page after
+/// reuse. Any mm counts, not only `mm`: a hugetlb PMD table shared with
+/// another mm may be cached through that mm's PUD entry.
 fn check_table_unreachable(w: &mut World, mm: MmId, table: Pfn) {
+    check_table_uncached(w, table, |c| {
+        format!("page-table frame {table} of mm{mm} freed while CPU{c}")
+    });
+}
+
+/// mm/hugetlb.c (seed b's hazard): the last user of a hugetlb PMD table that
+/// another mm unshared now changes its entries. Every CPU that cached the
+/// table through the other mm's PUD entry must have flushed (the unshare's
+/// flush, with lazy CPUs included, switches them to init_mm), or its walker
+/// may read this mm's entries as the other mm's, and the table after it is
+/// freed.
+pub fn check_unshared_table_reuse(w: &mut World, mm: MmId, table: Pfn) {
+    let others: Vec<CpuId> = w
+        .cpus
+        .iter()
+        .filter(|c| c.tlbstate.loaded_mm != mm)
+        .map(|c| c.id)
+        .collect();
+    if others.is_empty() {
+        return;
+    }
+    check_table_uncached_on(w, table, &others, |c| {
+        format!("hugetlb PMD table frame {table}, unshared by another mm, reused by its last user mm{mm} while CPU{c}")
+    });
+}
+
+fn check_table_uncached(w: &mut World, table: Pfn, what: impl Fn(CpuId) -> String) {
+    let all: Vec<CpuId> = w.cpus.iter().map(|c| c.id).collect();
+    check_table_uncached_on(w, table, &all, what);
+}
+
+fn check_table_uncached_on(
+    w: &mut World,
+    table: Pfn,
+    cpus: &[CpuId],
+    what: impl Fn(CpuId) -> String,
+) {
     let mut bad = Vec::new();
-    for c in &w.cpus {
+    for &cpu in cpus {
+        let c = &w.cpus[cpu as usize];
         let ts = &c.tlbstate;
-        if ts.loaded_mm == mm && c.tlb.psc_holds(ts.loaded_mm_asid, table) {
-            bad.push((c.id, ts.is_lazy));
+        if c.tlb.psc_holds(ts.loaded_mm_asid, table) {
+            bad.push((cpu, ts.is_lazy, ts.loaded_mm));
         }
     }
-    for (cpu, lazy) in bad {
-        w.violation(
-            3,
-            cpu,
-            0,
-            format!(
-                "page-table frame {table} of mm{mm} freed while CPU{cpu} ({}) still caches it in its paging-structure cache",
-                if lazy { "lazy" } else { "running the mm" }
-            ),
+    for (cpu, lazy, loaded) in bad {
+        let msg = format!(
+            "{} ({} mm{loaded}) still caches it in its paging-structure cache",
+            what(cpu),
+            if lazy { "lazy in" } else { "running" }
         );
+        w.violation(3, cpu, 0, msg);
     }
 }
 
