@@ -226,6 +226,46 @@ fn permute_then_inverse_is_the_identity() {
     assert!(applied > 100, "only {applied} permutations applied");
 }
 
+/// The canonical fingerprint is the same for every renaming of a world by
+/// the group, on random reachable states of every check; it is not the
+/// same for the successors of one state that are no renamings of each
+/// other (spot check: it still tells states apart).
+#[test]
+fn canonical_fingerprint_is_constant_on_orbits() {
+    use kernel::symmetry::canonical_fingerprint;
+    use rustc_hash::FxHasher;
+    let mut checked = 0;
+    for (name, w0) in worlds() {
+        for seed in 1..=4u64 {
+            for (i, w) in walk(&w0, seed, 50).iter().enumerate() {
+                let perms = all_perms(w);
+                let canon = canonical_fingerprint::<FxHasher>(w, &perms);
+                for p in &perms {
+                    let Some(x) = w.try_permute_cpus(p) else {
+                        continue;
+                    };
+                    assert_eq!(
+                        canonical_fingerprint::<FxHasher>(&x, &perms),
+                        canon,
+                        "{name} seed {seed} state {i} perm {p:?}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        // Two different states on one walk are told apart.
+        let states = walk(&w0, 1, 50);
+        let perms = all_perms(&w0);
+        let (a, b) = (&states[0], &states[states.len() / 2]);
+        assert_ne!(
+            canonical_fingerprint::<FxHasher>(a, &perms),
+            canonical_fingerprint::<FxHasher>(b, &perms),
+            "{name}"
+        );
+    }
+    assert!(checked > 1000, "only {checked} renamings compared");
+}
+
 /// The soundness test: on random reachable states of every check, running
 /// step `(c, kind)` and then renaming by `p` gives the same world as
 /// renaming first and then running `(p[c], kind)`; and the enabled steps of

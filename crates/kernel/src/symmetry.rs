@@ -268,8 +268,10 @@ fn renamed(w: &World, r: &Renaming) -> Renamed {
 /// worlds that are renamings of each other by those permutations (when
 /// they form a group), different otherwise (up to hash collisions).
 ///
-/// The parts without ids (memory, configuration, allocator) are hashed
-/// once; only the renamed parts are rebuilt per permutation.
+/// Nothing is cloned per permutation where it can be helped: the parts
+/// without ids (memory, configuration, allocator) and the id-free fields
+/// of each CPU and task are hashed once; per permutation only the ids are
+/// renamed and hashed, slot by slot in the renamed order.
 pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>]) -> u64 {
     // Destructured in full so that a new field cannot be forgotten here.
     let World {
@@ -293,19 +295,145 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
     (cfg, now, mem, op_names, measuring).hash(&mut h);
     (hugetlb_pmds, asids, files, next_ctx_id).hash(&mut h);
     let fixed = h.finish();
-    let fp = |cpus: &[Cpu], tasks: &[Task], mms: &[Mm], v: &[Violation], b: &[RcuBatch]| {
+    let cpu_fixed: Vec<u64> = cpus.iter().map(cpu_fixed_hash::<H>).collect();
+    let task_fixed: Vec<u64> = tasks.iter().map(task_fixed_hash::<H>).collect();
+    let fp = |r: &Renaming| {
         let mut h = H::default();
         fixed.hash(&mut h);
-        (cpus, tasks, mms, v, b).hash(&mut h);
+        let mut from = vec![0usize; cpus.len()];
+        for (c, &to) in r.cpu.iter().enumerate() {
+            from[to as usize] = c;
+        }
+        from.len().hash(&mut h);
+        for &c in &from {
+            cpu_fixed[c].hash(&mut h);
+            hash_cpu_ids(&cpus[c], r, &mut h);
+        }
+        let mut from = vec![0usize; tasks.len()];
+        for (t, &to) in r.task.iter().enumerate() {
+            from[to as usize] = t;
+        }
+        from.len().hash(&mut h);
+        for &t in &from {
+            task_fixed[t].hash(&mut h);
+            hash_task_ids(&tasks[t], r, &mut h);
+        }
+        mms.len().hash(&mut h);
+        for m in mms {
+            r.mm(m).hash(&mut h);
+        }
+        violations.len().hash(&mut h);
+        for v in violations {
+            let Violation {
+                invariant,
+                cpu,
+                addr,
+                what,
+            } = v;
+            (invariant, r.cpu(*cpu), addr, what).hash(&mut h);
+        }
+        rcu_batches.len().hash(&mut h);
+        for b in rcu_batches {
+            let RcuBatch {
+                mm,
+                tables,
+                waiting,
+            } = b;
+            (mm, tables, waiting.permuted(r.cpu)).hash(&mut h);
+        }
         h.finish()
     };
-    let mut best = fp(cpus, tasks, mms, violations, rcu_batches);
+    let identity: Vec<CpuId> = (0..cpus.len() as CpuId).collect();
+    let mut best = fp(&Renaming {
+        cpu: &identity,
+        task: (0..tasks.len() as TaskId).collect(),
+    });
     for perm in perms {
-        let Some(task) = w.task_perm(perm) else {
-            continue;
-        };
-        let p = renamed(w, &Renaming { cpu: perm, task });
-        best = best.min(fp(&p.cpus, &p.tasks, &p.mms, &p.violations, &p.rcu_batches));
+        if let Some(task) = w.task_perm(perm) {
+            best = best.min(fp(&Renaming { cpu: perm, task }));
+        }
     }
     best
+}
+
+/// The hash of a CPU's fields that hold no ids.
+fn cpu_fixed_hash<H: Hasher + Default>(c: &Cpu) -> u64 {
+    let Cpu {
+        id: _,
+        irqs_off,
+        preempt_count,
+        tlbstate,
+        tlb,
+        call_single_queue: _,
+        ipi_pending,
+        cfd_locked: _,
+        curr: _,
+        rq: _,
+        flush_info: _,
+        vcpu_preempted,
+        kvm_flush_pending,
+        asid,
+        riscv,
+        need_resched,
+        flush_info_busy,
+    } = c;
+    let mut h = H::default();
+    (irqs_off, preempt_count, tlbstate, tlb, ipi_pending).hash(&mut h);
+    (vcpu_preempted, kvm_flush_pending, asid, riscv).hash(&mut h);
+    (need_resched, flush_info_busy).hash(&mut h);
+    h.finish()
+}
+
+/// Hash a CPU's id-holding fields, renamed by `r`.
+fn hash_cpu_ids<H: Hasher>(c: &Cpu, r: &Renaming, h: &mut H) {
+    r.cpu(c.id).hash(h);
+    c.call_single_queue.len().hash(h);
+    for csd in &c.call_single_queue {
+        Csd {
+            initiator: r.cpu(csd.initiator),
+            func: r.call_func(csd.func),
+        }
+        .hash(h);
+    }
+    c.cfd_locked.permuted(r.cpu).hash(h);
+    c.curr.map(|t| r.task(t)).hash(h);
+    c.rq.len().hash(h);
+    for &t in &c.rq {
+        r.task(t).hash(h);
+    }
+    r.flush_info(&c.flush_info).hash(h);
+}
+
+/// The hash of a task's fields that hold no ids.
+fn task_fixed_hash<H: Hasher + Default>(t: &Task) -> u64 {
+    let Task {
+        id: _,
+        mm,
+        cpu: _,
+        state,
+        prog: _,
+        us,
+        kstack: _,
+        gather,
+        stack_info: _,
+        measured,
+        spurious_streak,
+        spurious_va,
+        rt,
+    } = t;
+    let mut h = H::default();
+    (mm, state, us, gather, measured).hash(&mut h);
+    (spurious_streak, spurious_va, rt).hash(&mut h);
+    h.finish()
+}
+
+/// Hash a task's id-holding fields, renamed by `r`.
+fn hash_task_ids<H: Hasher>(t: &Task, r: &Renaming, h: &mut H) {
+    (r.task(t.id), r.cpu(t.cpu)).hash(h);
+    r.prog(&t.prog).hash(h);
+    t.kstack.len().hash(h);
+    for f in &t.kstack {
+        r.frame(f).hash(h);
+    }
+    r.flush_info(&t.stack_info).hash(h);
 }
