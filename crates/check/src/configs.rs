@@ -2,7 +2,7 @@
 
 use kernel::user::UserOp;
 use kernel::World;
-use machine::{Error, Scenario, PAGE_SIZE};
+use machine::{CpuId, Error, Scenario, PAGE_SIZE};
 
 const P: u64 = 0x7f00_0000_0000;
 
@@ -13,6 +13,12 @@ pub struct Config {
     /// Extra scenario settings (switches, injected bugs) on top of the base.
     pub sets: &'static [&'static str],
     pub expect_safe: bool,
+    /// Groups of interchangeable CPUs for the symmetry reduction: CPUs
+    /// that start in identical roles (the same programs, in the same
+    /// order, and the same per-CPU state up to renaming). Any renaming is
+    /// sound (the model never depends on an id's value); a group only pays
+    /// when its CPUs' states can actually coincide up to renaming.
+    pub sym: &'static [&'static [CpuId]],
     /// Which small world to build.
     pub world: fn(&Scenario) -> Result<World, Error>,
 }
@@ -25,6 +31,7 @@ pub const CATALOGUE: &[Config] = &[
             "madvise(MADV_DONTNEED) of a page that another thread of the mm keeps reading (2 CPUs)",
         sets: &[],
         expect_safe: true,
+        sym: &[],
         world: madvise_race,
     },
     Config {
@@ -32,6 +39,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "the same without PCID",
         sets: &["machine.pcid=false"],
         expect_safe: true,
+        sym: &[],
         world: madvise_race,
     },
     Config {
@@ -39,6 +47,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "mmu_gather frees the page before the TLB flush",
         sets: &["inject.free_before_flush=true"],
         expect_safe: false,
+        sym: &[],
         world: madvise_race,
     },
     Config {
@@ -46,6 +55,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "native_flush_tlb_multi does not wait for the IPIs (csd_lock_wait removed)",
         sets: &["inject.no_ipi_wait=true"],
         expect_safe: false,
+        sym: &[],
         world: madvise_race,
     },
     Config {
@@ -53,6 +63,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "flush_tlb_func catches up tlb_gen without flushing",
         sets: &["inject.skip_flush_in_flush_tlb_func=true"],
         expect_safe: false,
+        sym: &[],
         world: madvise_race,
     },
     Config {
@@ -61,6 +72,7 @@ pub const CATALOGUE: &[Config] = &[
             "khugepaged collapse of 2 MiB against a GUP-fast walker of the same range (upstream)",
         sets: &[],
         expect_safe: true,
+        sym: &[],
         world: collapse_vs_gup,
     },
     Config {
@@ -68,6 +80,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "the same with the seed's skip (native flush: the flush IPI is the sync)",
         sets: &["mm.skip_redundant_table_sync=true"],
         expect_safe: true,
+        sym: &[],
         world: collapse_vs_gup,
     },
     Config {
@@ -79,6 +92,7 @@ pub const CATALOGUE: &[Config] = &[
             "x86.vcpu_run_us=100",
         ],
         expect_safe: true,
+        sym: &[],
         world: collapse_vs_gup,
     },
     Config {
@@ -86,6 +100,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "the seed's skip with INVLPGB: the static key stays off",
         sets: &["mm.skip_redundant_table_sync=true", "x86.invlpgb=true"],
         expect_safe: true,
+        sym: &[],
         world: collapse_vs_gup,
     },
     Config {
@@ -93,6 +108,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "skipping the sync although INVLPGB flushes without IPIs",
         sets: &["mm.force_skip_table_sync=true", "x86.invlpgb=true"],
         expect_safe: false,
+        sym: &[],
         world: collapse_vs_gup,
     },
     Config {
@@ -104,6 +120,7 @@ pub const CATALOGUE: &[Config] = &[
             "x86.vcpu_run_us=100",
         ],
         expect_safe: false,
+        sym: &[],
         world: collapse_vs_gup,
     },
     Config {
@@ -111,6 +128,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "hugetlb PMD unshare while a lazy CPU caches the shared table, with the seed (unshare flush IPIs lazy CPUs; sync skipped)",
         sets: &["mm.skip_redundant_table_sync=true"],
         expect_safe: true,
+        sym: &[],
         world: hugetlb_unshare,
     },
     Config {
@@ -121,6 +139,7 @@ pub const CATALOGUE: &[Config] = &[
             "mm.unshare_without_lazy_ipi=true",
         ],
         expect_safe: false,
+        sym: &[],
         world: hugetlb_unshare,
     },
     Config {
@@ -128,6 +147,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "upstream before seed (b): the sync IPI reaches the lazy CPU but does not drop its PUD-entry cache (the arm64 counterpart was fixed in c2ff4764e03e)",
         sets: &[],
         expect_safe: false,
+        sym: &[],
         world: hugetlb_unshare,
     },
     Config {
@@ -135,6 +155,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "madvise race with two reader threads (3 CPUs)",
         sets: &["machine.cpus=3"],
         expect_safe: true,
+        sym: &[&[1, 2]],
         world: race_1w_2r,
     },
     Config {
@@ -142,6 +163,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "madvise race with three reader threads (4 CPUs)",
         sets: &["machine.cpus=4"],
         expect_safe: true,
+        sym: &[&[1, 2, 3]],
         world: race_1w_3r,
     },
     Config {
@@ -149,6 +171,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "two threads each touching and madvising the same page, one reader (3 CPUs)",
         sets: &["machine.cpus=3"],
         expect_safe: true,
+        sym: &[&[0, 1]],
         world: race_2w_1r,
     },
     Config {
@@ -156,6 +179,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "munmap + mmap of a page another thread keeps reading (2 CPUs)",
         sets: &[],
         expect_safe: true,
+        sym: &[],
         world: munmap_1w_1r,
     },
     Config {
@@ -163,6 +187,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "the same with two readers (3 CPUs)",
         sets: &["machine.cpus=3"],
         expect_safe: true,
+        sym: &[&[1, 2]],
         world: munmap_1w_2r,
     },
     Config {
@@ -170,6 +195,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "arm64 upstream: two threads read then write a write-protected exclusive page (after fork+exec); wp_page_reuse broadcasts",
         sets: &["machine.arch=arm64"],
         expect_safe: true,
+        sym: &[&[0, 1]],
         world: wp_reuse_race,
     },
     Config {
@@ -181,6 +207,7 @@ pub const CATALOGUE: &[Config] = &[
             "arm64.spurious_fault_flush=local",
         ],
         expect_safe: true,
+        sym: &[&[0, 1]],
         world: wp_reuse_race,
     },
     Config {
@@ -188,6 +215,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "arm64: local reuse flush without the spurious-fault flush: the other CPU's stale read-only entry faults forever",
         sets: &["machine.arch=arm64", "arm64.wp_reuse_flush=local"],
         expect_safe: false,
+        sym: &[&[0, 1]],
         world: wp_reuse_race,
     },
     Config {
@@ -200,6 +228,7 @@ pub const CATALOGUE: &[Config] = &[
             "arm64.spurious_fault_flush=local",
         ],
         expect_safe: true,
+        sym: &[&[0, 1, 2]],
         world: wp_reuse_race,
     },
     Config {
@@ -207,6 +236,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "RISC-V upstream: the madvise race, IPI remote fences",
         sets: &["machine.arch=riscv"],
         expect_safe: true,
+        sym: &[],
         world: madvise_race,
     },
     Config {
@@ -214,6 +244,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "RISC-V upstream: the madvise race, SBI remote fences",
         sets: &["machine.arch=riscv", "riscv.rfence=sbi"],
         expect_safe: true,
+        sym: &[],
         world: madvise_race,
     },
     Config {
@@ -221,6 +252,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "RISC-V seed: a flush for a hart that is switching from another process into the mm (enqueue, smp_mb, read loaded_asid)",
         sets: &["machine.arch=riscv", "machine.cpus=2", "riscv.defer_flush_to_context_switch=true"],
         expect_safe: true,
+        sym: &[],
         world: defer_vs_switch,
     },
     Config {
@@ -228,6 +260,10 @@ pub const CATALOGUE: &[Config] = &[
         about: "RISC-V seed: two harts each switching between a reader of the mm and another process (3 harts)",
         sets: &["machine.arch=riscv", "machine.cpus=3", "riscv.defer_flush_to_context_switch=true"],
         expect_safe: true,
+        // Harts 1 and 2 look alike but each runs its own "other" mm (own
+        // pgd frame, ctx_id): exchanging them would need renaming mms and
+        // physical frames too, which the reduction does not do.
+        sym: &[],
         world: defer_vs_switch,
     },
     Config {
@@ -240,6 +276,7 @@ pub const CATALOGUE: &[Config] = &[
             "riscv.unordered_enqueue=true",
         ],
         expect_safe: false,
+        sym: &[],
         world: defer_vs_switch,
     },
     Config {
@@ -247,6 +284,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "RISC-V seed: vfree's kernel-range flush against a hart reading the vmalloc'd object (kernel flushes always IPI)",
         sets: &["machine.arch=riscv", "riscv.defer_flush_to_context_switch=true"],
         expect_safe: true,
+        sym: &[],
         world: vmalloc_vs_reader,
     },
     Config {
@@ -258,6 +296,7 @@ pub const CATALOGUE: &[Config] = &[
             "riscv.defer_kernel_flush=true",
         ],
         expect_safe: false,
+        sym: &[],
         world: vmalloc_vs_reader,
     },
     Config {
@@ -265,6 +304,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "PREEMPT kernel, upstream flush (per-CPU flush_tlb_info, preemption off while waiting): the RT thread runs only after the flush",
         sets: &["machine.preemption=full"],
         expect_safe: true,
+        sym: &[],
         world: preempting_flush,
     },
     Config {
@@ -276,6 +316,7 @@ pub const CATALOGUE: &[Config] = &[
             "x86.preemptible_flush=true",
         ],
         expect_safe: true,
+        sym: &[],
         world: preempting_flush,
     },
     Config {
@@ -287,6 +328,7 @@ pub const CATALOGUE: &[Config] = &[
             "inject.preemptible_percpu_flush=true",
         ],
         expect_safe: false,
+        sym: &[],
         world: preempting_flush,
     },
     Config {
@@ -294,6 +336,7 @@ pub const CATALOGUE: &[Config] = &[
         about: "munmap whose flush does not wait for the IPIs",
         sets: &["inject.no_ipi_wait=true"],
         expect_safe: false,
+        sym: &[],
         world: munmap_1w_1r,
     },
 ];
@@ -332,6 +375,35 @@ pub fn build(c: &Config, extra: &[String]) -> Result<World, Error> {
     }
     s.validate()?;
     (c.world)(&s)
+}
+
+/// `c`'s symmetry groups that fit `w` (`--set machine.cpus=...` may have
+/// removed CPUs): ids beyond the machine are dropped, and groups left with
+/// fewer than two CPUs.
+pub fn groups(c: &Config, w: &World) -> Vec<Vec<CpuId>> {
+    c.sym
+        .iter()
+        .map(|g| {
+            g.iter()
+                .copied()
+                .filter(|&x| (x as usize) < w.cpus.len())
+                .collect::<Vec<_>>()
+        })
+        .filter(|g| g.len() > 1)
+        .collect()
+}
+
+/// Build `c` with `extra` settings and explore it, with the symmetry
+/// reduction over its declared groups when `symmetry` is on.
+pub fn run(
+    c: &Config,
+    extra: &[String],
+    bounds: crate::Bounds,
+    symmetry: bool,
+) -> Result<crate::Outcome, Error> {
+    let w = build(c, extra)?;
+    let groups = if symmetry { groups(c, &w) } else { Vec::new() };
+    Ok(crate::explore_with(&w, bounds, &groups))
 }
 
 /// Two threads of one mm: CPU0 writes the page and madvises it away, twice;

@@ -9,6 +9,20 @@
 //! which replays exactly; the counterexample printer replays it with tracing
 //! on and prints one line per step in kernel terms.
 //!
+//! Symmetry reduction: a configuration may declare groups of
+//! interchangeable CPUs ([`configs::Config::sym`]). The seen-set then holds
+//! the canonical fingerprint ([`kernel::symmetry::canonical_fingerprint`]):
+//! the least fingerprint over every permutation of each group, with the
+//! tasks following their CPUs. Two states that differ only by such a
+//! renaming are explored once. This is sound for safety and deadlock
+//! because renaming commutes with `step` (tested: stepping CPU `c` then
+//! renaming equals renaming then stepping `perm[c]`) and the monitor's
+//! verdict does not depend on ids: every reachable state has a renamed
+//! copy among the explored ones, bad exactly when it is. The queue keeps
+//! the real successor states, not canonical ones, so paths of choice
+//! indices still replay from the initial world. `--symmetry off` turns it
+//! off. No partial-order reduction is done.
+//!
 //! Why not stateright: its `Model` owns states and clones one per action,
 //! which we also do, but its checkers want `actions`/`next_state` on a model
 //! type separate from the state, and its fingerprinting and path storage
@@ -53,12 +67,75 @@ pub struct Outcome {
     pub seconds: f64,
     /// Numbered steps of the counterexample, the violation last.
     pub counterexample: Vec<String>,
+    /// The CPU groups the symmetry reduction used (empty: none).
+    pub symmetry: Vec<Vec<CpuId>>,
 }
 
-fn fingerprint(w: &World) -> u64 {
+/// The 64-bit fingerprint of a whole world.
+pub fn fingerprint(w: &World) -> u64 {
     let mut h = FxHasher::default();
     w.hash(&mut h);
     h.finish()
+}
+
+/// Symmetry groups as text: `1,2,3` (groups separated by ` + `).
+pub fn groups_text(groups: &[Vec<CpuId>]) -> String {
+    groups
+        .iter()
+        .map(|g| {
+            g.iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+/// Every permutation of `n` CPUs that permutes each group within itself
+/// and fixes the other CPUs, the identity left out. `perm[c]` is the new
+/// id of CPU `c`. Panics unless the groups are disjoint and below `n`.
+pub fn group_perms(n: usize, groups: &[Vec<CpuId>]) -> Vec<Vec<CpuId>> {
+    let mut used = vec![false; n];
+    for &c in groups.iter().flatten() {
+        assert!(
+            (c as usize) < n && !std::mem::replace(&mut used[c as usize], true),
+            "symmetry groups must be disjoint CPUs of the machine: {groups:?}"
+        );
+    }
+    let mut all: Vec<Vec<CpuId>> = vec![(0..n as CpuId).collect()];
+    for g in groups {
+        let mut next = Vec::new();
+        for order in permutations(g) {
+            for p in &all {
+                let mut q = p.clone();
+                for (&from, &to) in g.iter().zip(&order) {
+                    q[from as usize] = to;
+                }
+                next.push(q);
+            }
+        }
+        all = next;
+    }
+    all.retain(|p| p.iter().enumerate().any(|(c, &to)| c as CpuId != to));
+    all
+}
+
+/// Every ordering of `xs` (Heap's algorithm would do; groups are tiny).
+fn permutations(xs: &[CpuId]) -> Vec<Vec<CpuId>> {
+    if xs.len() <= 1 {
+        return vec![xs.to_vec()];
+    }
+    let mut out = Vec::new();
+    for i in 0..xs.len() {
+        let mut rest = xs.to_vec();
+        let x = rest.remove(i);
+        for mut p in permutations(&rest) {
+            p.insert(0, x);
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// A state is bad when the monitor recorded a violation, or when nothing can
@@ -67,13 +144,29 @@ fn bad(w: &World, enabled: &[(CpuId, StepKind)]) -> bool {
     !w.violations.is_empty() || (enabled.is_empty() && w.measuring > 0)
 }
 
-/// Breadth-first exploration of every interleaving from `init`.
+/// Breadth-first exploration of every interleaving from `init`, without
+/// symmetry reduction.
 pub fn explore(init: &World, bounds: Bounds) -> Outcome {
+    explore_with(init, bounds, &[])
+}
+
+/// Breadth-first exploration of every interleaving from `init`, storing
+/// one state per renaming of the CPUs within each of `groups` (disjoint
+/// sets of CPU ids; empty: no reduction).
+pub fn explore_with(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcome {
     let t0 = Instant::now();
+    let perms = group_perms(init.cpus.len(), groups);
+    let key = |w: &World| {
+        if perms.is_empty() {
+            fingerprint(w)
+        } else {
+            kernel::symmetry::canonical_fingerprint::<FxHasher>(w, &perms)
+        }
+    };
     // Node i: (parent, choice index); the root is its own parent.
     let mut nodes: Vec<(u32, u16)> = vec![(0, 0)];
     let mut seen = FxHashSet::default();
-    seen.insert(fingerprint(init));
+    seen.insert(key(init));
     let mut queue: VecDeque<(World, u32, usize)> = VecDeque::new();
     queue.push_back((init.clone(), 0, 0));
     let (mut transitions, mut depth, mut bounded) = (0usize, 0usize, false);
@@ -105,9 +198,10 @@ pub fn explore(init: &World, bounds: Bounds) -> Outcome {
                     depth: path.len(),
                     seconds: t0.elapsed().as_secs_f64(),
                     counterexample: replay(init, &path),
+                    symmetry: groups.to_vec(),
                 };
             }
-            if seen.insert(fingerprint(&next)) {
+            if seen.insert(key(&next)) {
                 if seen.len() >= bounds.max_states {
                     bounded = true;
                     break;
@@ -128,6 +222,7 @@ pub fn explore(init: &World, bounds: Bounds) -> Outcome {
         depth,
         seconds: t0.elapsed().as_secs_f64(),
         counterexample: Vec::new(),
+        symmetry: groups.to_vec(),
     }
 }
 

@@ -99,6 +99,10 @@ enum Cmd {
         max_depth: usize,
         #[arg(long, default_value_t = 2_000_000)]
         max_states: usize,
+        /// Symmetry reduction over the check's interchangeable CPUs (where
+        /// it declares some): `off` explores every renamed copy, to compare.
+        #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+        symmetry: String,
         #[arg(long)]
         json: bool,
     },
@@ -432,19 +436,26 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
             set,
             max_depth,
             max_states,
+            symmetry,
             json,
         } => {
             let bounds = check::Bounds {
                 max_depth,
                 max_states,
             };
+            let symmetry = symmetry == "on";
             if all {
-                return check_all(&set, bounds, json);
+                return check_all(&set, bounds, symmetry, json);
             }
             let name =
                 name.ok_or_else(|| Error::Config("tlblab check needs a NAME or --all".into()))?;
             let c = check::configs::find(&name)?;
-            let o = check::explore(&check::configs::build(c, &set)?, bounds);
+            let o = check::configs::run(c, &set, bounds, symmetry)?;
+            let sym = match (o.symmetry.is_empty(), c.sym.is_empty()) {
+                (false, _) => format!(" (symmetry: {})", check::groups_text(&o.symmetry)),
+                (true, false) => " (symmetry off)".to_string(),
+                (true, true) => String::new(),
+            };
             if json {
                 println!(
                     "{}",
@@ -453,7 +464,7 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
                 );
             } else if o.verdict == "unsafe" {
                 println!(
-                    "unsafe: {} states, {} transitions, counterexample of {} steps, {:.2} s",
+                    "unsafe: {} states, {} transitions, counterexample of {} steps, {:.2} s{sym}",
                     o.states, o.transitions, o.depth, o.seconds
                 );
                 for l in &o.counterexample {
@@ -461,8 +472,13 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
                 }
             } else {
                 println!(
-                    "{}: {} states, {} transitions, depth {}, {:.2} s",
-                    o.verdict, o.states, o.transitions, o.depth, o.seconds
+                    "{}: {} states, {} transitions, depth {}, {:.2} s, {:.0} states/s{sym}",
+                    o.verdict,
+                    o.states,
+                    o.transitions,
+                    o.depth,
+                    o.seconds,
+                    o.states as f64 / o.seconds.max(1e-9)
                 );
             }
             return Ok(u8::from(o.verdict == "unsafe"));
@@ -725,11 +741,16 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
     Ok(0)
 }
 
-fn check_all(set: &[String], bounds: check::Bounds, json: bool) -> Result<u8, Error> {
+fn check_all(
+    set: &[String],
+    bounds: check::Bounds,
+    symmetry: bool,
+    json: bool,
+) -> Result<u8, Error> {
     let mut rows = Vec::new();
     let mut ok = true;
     for c in check::configs::CATALOGUE {
-        let o = check::explore(&check::configs::build(c, set)?, bounds);
+        let o = check::configs::run(c, set, bounds, symmetry)?;
         let expected = if c.expect_safe { "safe" } else { "unsafe" };
         let pass = o.verdict == expected;
         ok &= pass;
@@ -743,12 +764,25 @@ fn check_all(set: &[String], bounds: check::Bounds, json: bool) -> Result<u8, Er
         println!("{}", serde_json::to_string_pretty(&v).expect("json"));
     } else {
         println!(
-            "{:<32} {:>8} {:>8} {:>9} {:>11} {:>6} {:>8} {:>12}  ",
-            "check", "expected", "verdict", "states", "transitions", "depth", "seconds", "states/s"
+            "{:<32} {:>8} {:>8} {:>9} {:>11} {:>6} {:>8} {:>12} {:>9}  ",
+            "check",
+            "expected",
+            "verdict",
+            "states",
+            "transitions",
+            "depth",
+            "seconds",
+            "states/s",
+            "symmetry"
         );
         for (c, e, p, o) in &rows {
+            let sym = if o.symmetry.is_empty() {
+                "-".to_string()
+            } else {
+                check::groups_text(&o.symmetry)
+            };
             println!(
-                "{:<32} {:>8} {:>8} {:>9} {:>11} {:>6} {:>8.2} {:>12.0}  {}",
+                "{:<32} {:>8} {:>8} {:>9} {:>11} {:>6} {:>8.2} {:>12.0} {:>9}  {}",
                 c.name,
                 e,
                 o.verdict,
@@ -757,6 +791,7 @@ fn check_all(set: &[String], bounds: check::Bounds, json: bool) -> Result<u8, Er
                 o.depth,
                 o.seconds,
                 o.states as f64 / o.seconds.max(1e-9),
+                sym,
                 if *p { "ok" } else { "UNEXPECTED" }
             );
         }

@@ -192,6 +192,25 @@ fn check_exit_codes() {
 }
 
 #[test]
+fn check_symmetry_switch() {
+    let states = |out: &str| -> usize {
+        out.split_once(": ")
+            .and_then(|(_, r)| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .expect("N states")
+    };
+    let (code, on, _) = tlblab(&["check", "x86_munmap_race_3cpu"]);
+    assert_eq!(code, 0);
+    assert!(on.contains("(symmetry: 1,2)"), "{on}");
+    let (code, off, _) = tlblab(&["check", "x86_munmap_race_3cpu", "--symmetry", "off"]);
+    assert_eq!(code, 0);
+    assert!(off.contains("(symmetry off)"), "{off}");
+    assert!(states(&on) < states(&off));
+    let (code, _, _) = tlblab(&["check", "x86_munmap_race_3cpu", "--symmetry", "maybe"]);
+    assert_eq!(code, 2);
+}
+
+#[test]
 fn compare_and_sweep_draw_plots() {
     let dir = std::env::temp_dir().join(format!("tlblab-plot-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -18,6 +18,7 @@ pub mod hw;
 pub mod kernel_smp;
 pub mod mm;
 pub mod sched;
+pub mod symmetry;
 pub mod user;
 pub mod world;
 

@@ -453,7 +453,7 @@ pub struct World {
     pub asids: crate::arch::asid::AsidAllocator,
     /// Page-cache pages of each file (tmpfs-like: always resident).
     pub files: Vec<Vec<Pfn>>,
-    next_ctx_id: u64,
+    pub(crate) next_ctx_id: u64,
 }
 
 /// Violations kept in full; later ones are only counted.

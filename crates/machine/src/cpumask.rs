@@ -79,6 +79,18 @@ impl CpuMask {
     pub fn first(&self) -> Option<CpuId> {
         self.iter().next()
     }
+
+    /// The same set with every CPU `c` renamed to `perm[c]` (the checker's
+    /// symmetry reduction; no kernel counterpart). The size stays the same.
+    pub fn permuted(&self, perm: &[CpuId]) -> CpuMask {
+        let mut m = CpuMask {
+            words: vec![0; self.words.len()],
+        };
+        for c in self.iter() {
+            m.set(perm[c as usize]);
+        }
+        m
+    }
 }
 
 #[cfg(test)]
@@ -101,5 +113,15 @@ mod tests {
         assert!(m.any_but(5));
         m.clear(0);
         assert!(m.is_empty());
+    }
+
+    #[test]
+    fn permuted_renames_each_cpu() {
+        let mut m = CpuMask::new(4);
+        m.set(1);
+        m.set(3);
+        let p = m.permuted(&[0, 2, 3, 1]);
+        assert_eq!(p.iter().collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(p.permuted(&[0, 3, 1, 2]), m);
     }
 }

@@ -1,0 +1,442 @@
+//! Renaming CPUs, for the checker's symmetry reduction.
+//!
+//! Checker machinery, not a model of anything in the kernel. Nothing in the
+//! model depends on the numeric value of a CPU id or a task id, only on
+//! which is which: renaming the CPUs (and, with them, the tasks pinned to
+//! them) everywhere in a world gives a world that behaves the same up to
+//! that renaming. The checker uses it to store one state per orbit:
+//! [`canonical_fingerprint`] is the least fingerprint over a set of CPU
+//! permutations.
+//!
+//! A CPU permutation `perm` maps CPU `c` to `perm[c]`. Tasks follow their
+//! CPUs: the k-th task (in id order) whose `cpu` is `c` becomes the k-th
+//! task whose `cpu` is `perm[c]`, so the relative id order of the tasks of
+//! one CPU (which breaks ties, e.g. between timers) is kept. When the two
+//! CPUs do not hold as many tasks, the permutation does not apply to that
+//! world ([`World::task_perm`] is `None`).
+//!
+//! Every field that names a CPU or a task is renamed: the `cpus` and `tasks`
+//! vectors (order and `id`), `Task::cpu`, `Cpu::curr`/`rq`/`cfd_locked`,
+//! queued csds (initiator, and the `flush_tlb_info` they point to),
+//! `flush_tlb_info.initiating_cpu` (of infos ever filled in), every cpumask (`mm_cpumask`, the masks
+//! of flushes in progress, RCU batches), `mmap_lock` owners, `fork`'s child
+//! CPU (in frames and programs) and `Violation::cpu`. Violation texts are
+//! free-form and keep the names they were written with. Counters hash to
+//! nothing and are left as they are.
+
+use crate::arch::x86::tlb::{FlushTlbInfo, InfoRef};
+use crate::kernel_smp::{CallFunc, Csd};
+use crate::user::UserOp;
+use crate::world::{Cpu, Frame, Mm, RcuBatch, Task, Violation, World};
+use crate::TaskId;
+use machine::CpuId;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// A joint renaming of CPU ids and task ids.
+struct Renaming<'a> {
+    cpu: &'a [CpuId],
+    task: Vec<TaskId>,
+}
+
+impl Renaming<'_> {
+    fn cpu(&self, c: CpuId) -> CpuId {
+        self.cpu[c as usize]
+    }
+    fn task(&self, t: TaskId) -> TaskId {
+        self.task[t as usize]
+    }
+    fn info_ref(&self, r: InfoRef) -> InfoRef {
+        match r {
+            InfoRef::PerCpu(c) => InfoRef::PerCpu(self.cpu(c)),
+            InfoRef::Stack(t) => InfoRef::Stack(self.task(t)),
+        }
+    }
+    fn call_func(&self, f: CallFunc) -> CallFunc {
+        match f {
+            CallFunc::FlushTlbFunc(r) => CallFunc::FlushTlbFunc(self.info_ref(r)),
+            other => other,
+        }
+    }
+    /// A `flush_tlb_info` never filled in (all zero, as at boot) names no
+    /// CPU: its `initiating_cpu` 0 is not an id and stays, or boot states
+    /// whose groups include CPU 0 would never coincide.
+    fn flush_info(&self, f: &FlushTlbInfo) -> FlushTlbInfo {
+        if *f == FlushTlbInfo::default() {
+            return *f;
+        }
+        FlushTlbInfo {
+            initiating_cpu: self.cpu(f.initiating_cpu),
+            ..*f
+        }
+    }
+    /// A program with `fork`'s child CPUs renamed (shared as is when it forks nothing).
+    fn prog(&self, p: &Arc<[UserOp]>) -> Arc<[UserOp]> {
+        if !p.iter().any(|op| matches!(op, UserOp::Fork { .. })) {
+            return p.clone();
+        }
+        p.iter()
+            .map(|op| match op {
+                UserOp::Fork { child_cpu, child } => UserOp::Fork {
+                    child_cpu: self.cpu(*child_cpu),
+                    child: self.prog(child),
+                },
+                other => other.clone(),
+            })
+            .collect()
+    }
+    fn frame(&self, f: &Frame) -> Frame {
+        let mut f = f.clone();
+        match &mut f {
+            Frame::FlushTlbMmRange(x) => x.info = x.info.map(|r| self.info_ref(r)),
+            Frame::SmpCallFunctionManyCond(x) => {
+                x.mask = x.mask.permuted(self.cpu);
+                x.queued = x.queued.permuted(self.cpu);
+                x.func = self.call_func(x.func);
+            }
+            Frame::Fork(x) => {
+                x.child_cpu = self.cpu(x.child_cpu);
+                x.child_prog = self.prog(&x.child_prog);
+            }
+            Frame::RiscvFlushTlbRange(x) => {
+                x.cmask = x.cmask.permuted(self.cpu);
+                x.deferred = x.deferred.permuted(self.cpu);
+            }
+            // No CPU or task ids inside.
+            Frame::PageFault(_)
+            | Frame::Madvise(_)
+            | Frame::Munmap(_)
+            | Frame::GupFast(_)
+            | Frame::MadviseCollapse(_)
+            | Frame::CollapseHugePage(_)
+            | Frame::Vfree(_) => {}
+        }
+        f
+    }
+    fn task_struct(&self, t: &Task) -> Task {
+        Task {
+            id: self.task(t.id),
+            cpu: self.cpu(t.cpu),
+            prog: self.prog(&t.prog),
+            kstack: t.kstack.iter().map(|f| self.frame(f)).collect(),
+            stack_info: self.flush_info(&t.stack_info),
+            ..t.clone()
+        }
+    }
+    fn cpu_struct(&self, c: &Cpu) -> Cpu {
+        Cpu {
+            id: self.cpu(c.id),
+            call_single_queue: c
+                .call_single_queue
+                .iter()
+                .map(|csd| Csd {
+                    initiator: self.cpu(csd.initiator),
+                    func: self.call_func(csd.func),
+                })
+                .collect(),
+            cfd_locked: c.cfd_locked.permuted(self.cpu),
+            curr: c.curr.map(|t| self.task(t)),
+            rq: c.rq.iter().map(|&t| self.task(t)).collect(),
+            flush_info: self.flush_info(&c.flush_info),
+            ..c.clone()
+        }
+    }
+    fn mm(&self, m: &Mm) -> Mm {
+        Mm {
+            cpumask: m.cpumask.permuted(self.cpu),
+            mmap_lock_writer: m.mmap_lock_writer.map(|t| self.task(t)),
+            ..m.clone()
+        }
+    }
+}
+
+/// The parts of a world that hold CPU or task ids, renamed.
+struct Renamed {
+    cpus: Vec<Cpu>,
+    tasks: Vec<Task>,
+    mms: Vec<Mm>,
+    violations: Vec<Violation>,
+    rcu_batches: Vec<RcuBatch>,
+}
+
+impl World {
+    /// The task renaming that goes with CPU permutation `perm` (task `t`
+    /// becomes `result[t]`): the k-th task of CPU `c` becomes the k-th task
+    /// of CPU `perm[c]`. `None` when `perm` is not a permutation of this
+    /// world's CPUs or some CPU and its image hold different numbers of tasks.
+    pub fn task_perm(&self, perm: &[CpuId]) -> Option<Vec<TaskId>> {
+        let n = self.cpus.len();
+        if perm.len() != n {
+            return None;
+        }
+        let mut hit = vec![false; n];
+        for &c in perm {
+            if (c as usize) >= n || std::mem::replace(&mut hit[c as usize], true) {
+                return None;
+            }
+        }
+        let mut on: Vec<Vec<TaskId>> = vec![Vec::new(); n];
+        for t in &self.tasks {
+            on.get_mut(t.cpu as usize)?.push(t.id);
+        }
+        let mut tp: Vec<TaskId> = (0..self.tasks.len() as TaskId).collect();
+        for c in 0..n {
+            let (from, to) = (&on[c], &on[perm[c] as usize]);
+            if from.len() != to.len() {
+                return None;
+            }
+            for (&a, &b) in from.iter().zip(to) {
+                tp[a as usize] = b;
+            }
+        }
+        Some(tp)
+    }
+
+    /// This world with CPU `c` renamed to `perm[c]` everywhere (and the
+    /// tasks renamed along, see [`World::task_perm`]), or `None` when the
+    /// permutation does not apply.
+    pub fn try_permute_cpus(&self, perm: &[CpuId]) -> Option<World> {
+        let r = Renaming {
+            cpu: perm,
+            task: self.task_perm(perm)?,
+        };
+        let Renamed {
+            cpus,
+            tasks,
+            mms,
+            violations,
+            rcu_batches,
+        } = renamed(self, &r);
+        Some(World {
+            cpus,
+            tasks,
+            mms,
+            violations,
+            rcu_batches,
+            hugetlb_i_mmap_writer: self.hugetlb_i_mmap_writer.map(|t| r.task(t)),
+            ..self.clone()
+        })
+    }
+
+    /// This world with CPU `c` renamed to `perm[c]` everywhere, the tasks
+    /// following their CPUs. Panics when the permutation does not apply
+    /// (see [`World::task_perm`]).
+    pub fn permute_cpus(&self, perm: &[CpuId]) -> World {
+        self.try_permute_cpus(perm)
+            .expect("a permutation of the CPUs between CPUs holding as many tasks")
+    }
+}
+
+/// Rename the id-holding parts of `w`.
+fn renamed(w: &World, r: &Renaming) -> Renamed {
+    // Slot i of the result holds the renamed element whose new id is i.
+    let mut cpu_from = vec![0usize; w.cpus.len()];
+    for (c, &to) in r.cpu.iter().enumerate() {
+        cpu_from[to as usize] = c;
+    }
+    let mut task_from = vec![0usize; w.tasks.len()];
+    for (t, &to) in r.task.iter().enumerate() {
+        task_from[to as usize] = t;
+    }
+    Renamed {
+        cpus: cpu_from.iter().map(|&c| r.cpu_struct(&w.cpus[c])).collect(),
+        tasks: task_from
+            .iter()
+            .map(|&t| r.task_struct(&w.tasks[t]))
+            .collect(),
+        mms: w.mms.iter().map(|m| r.mm(m)).collect(),
+        violations: w
+            .violations
+            .iter()
+            .map(|v| Violation {
+                cpu: r.cpu(v.cpu),
+                ..v.clone()
+            })
+            .collect(),
+        rcu_batches: w
+            .rcu_batches
+            .iter()
+            .map(|b| RcuBatch {
+                waiting: b.waiting.permuted(r.cpu),
+                ..b.clone()
+            })
+            .collect(),
+    }
+}
+
+/// The least fingerprint (with hasher `H`) of `w` renamed by the identity
+/// or by any permutation of `perms` that applies to it: equal for two
+/// worlds that are renamings of each other by those permutations (when
+/// they form a group), different otherwise (up to hash collisions).
+///
+/// Nothing is cloned per permutation where it can be helped: the parts
+/// without ids (memory, configuration, allocator) and the id-free fields
+/// of each CPU and task are hashed once; per permutation only the ids are
+/// renamed and hashed, slot by slot in the renamed order.
+pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>]) -> u64 {
+    // Destructured in full so that a new field cannot be forgotten here.
+    let World {
+        cfg,
+        now,
+        cpus,
+        tasks,
+        mms,
+        mem,
+        op_names,
+        measuring,
+        violations,
+        counters: _, // hashes to nothing
+        hugetlb_pmds,
+        hugetlb_i_mmap_writer,
+        rcu_batches,
+        asids,
+        files,
+        next_ctx_id,
+    } = w;
+    let mut h = H::default();
+    (cfg, now, mem, op_names, measuring).hash(&mut h);
+    (hugetlb_pmds, asids, files, next_ctx_id).hash(&mut h);
+    let fixed = h.finish();
+    let cpu_fixed: Vec<u64> = cpus.iter().map(cpu_fixed_hash::<H>).collect();
+    let task_fixed: Vec<u64> = tasks.iter().map(task_fixed_hash::<H>).collect();
+    let fp = |r: &Renaming| {
+        let mut h = H::default();
+        fixed.hash(&mut h);
+        let mut from = vec![0usize; cpus.len()];
+        for (c, &to) in r.cpu.iter().enumerate() {
+            from[to as usize] = c;
+        }
+        from.len().hash(&mut h);
+        for &c in &from {
+            cpu_fixed[c].hash(&mut h);
+            hash_cpu_ids(&cpus[c], r, &mut h);
+        }
+        let mut from = vec![0usize; tasks.len()];
+        for (t, &to) in r.task.iter().enumerate() {
+            from[to as usize] = t;
+        }
+        from.len().hash(&mut h);
+        for &t in &from {
+            task_fixed[t].hash(&mut h);
+            hash_task_ids(&tasks[t], r, &mut h);
+        }
+        hugetlb_i_mmap_writer.map(|t| r.task(t)).hash(&mut h);
+        mms.len().hash(&mut h);
+        for m in mms {
+            r.mm(m).hash(&mut h);
+        }
+        violations.len().hash(&mut h);
+        for v in violations {
+            let Violation {
+                invariant,
+                cpu,
+                addr,
+                what,
+            } = v;
+            (invariant, r.cpu(*cpu), addr, what).hash(&mut h);
+        }
+        rcu_batches.len().hash(&mut h);
+        for b in rcu_batches {
+            let RcuBatch {
+                mm,
+                tables,
+                waiting,
+            } = b;
+            (mm, tables, waiting.permuted(r.cpu)).hash(&mut h);
+        }
+        h.finish()
+    };
+    let identity: Vec<CpuId> = (0..cpus.len() as CpuId).collect();
+    let mut best = fp(&Renaming {
+        cpu: &identity,
+        task: (0..tasks.len() as TaskId).collect(),
+    });
+    for perm in perms {
+        if let Some(task) = w.task_perm(perm) {
+            best = best.min(fp(&Renaming { cpu: perm, task }));
+        }
+    }
+    best
+}
+
+/// The hash of a CPU's fields that hold no ids.
+fn cpu_fixed_hash<H: Hasher + Default>(c: &Cpu) -> u64 {
+    let Cpu {
+        id: _,
+        irqs_off,
+        preempt_count,
+        tlbstate,
+        tlb,
+        call_single_queue: _,
+        ipi_pending,
+        cfd_locked: _,
+        curr: _,
+        rq: _,
+        flush_info: _,
+        vcpu_preempted,
+        kvm_flush_pending,
+        asid,
+        riscv,
+        need_resched,
+        flush_info_busy,
+    } = c;
+    let mut h = H::default();
+    (irqs_off, preempt_count, tlbstate, tlb, ipi_pending).hash(&mut h);
+    (vcpu_preempted, kvm_flush_pending, asid, riscv).hash(&mut h);
+    (need_resched, flush_info_busy).hash(&mut h);
+    h.finish()
+}
+
+/// Hash a CPU's id-holding fields, renamed by `r`.
+fn hash_cpu_ids<H: Hasher>(c: &Cpu, r: &Renaming, h: &mut H) {
+    r.cpu(c.id).hash(h);
+    c.call_single_queue.len().hash(h);
+    for csd in &c.call_single_queue {
+        Csd {
+            initiator: r.cpu(csd.initiator),
+            func: r.call_func(csd.func),
+        }
+        .hash(h);
+    }
+    c.cfd_locked.permuted(r.cpu).hash(h);
+    c.curr.map(|t| r.task(t)).hash(h);
+    c.rq.len().hash(h);
+    for &t in &c.rq {
+        r.task(t).hash(h);
+    }
+    r.flush_info(&c.flush_info).hash(h);
+}
+
+/// The hash of a task's fields that hold no ids.
+fn task_fixed_hash<H: Hasher + Default>(t: &Task) -> u64 {
+    let Task {
+        id: _,
+        mm,
+        cpu: _,
+        state,
+        prog: _,
+        us,
+        kstack: _,
+        gather,
+        stack_info: _,
+        measured,
+        spurious_streak,
+        spurious_va,
+        rt,
+    } = t;
+    let mut h = H::default();
+    (mm, state, us, gather, measured).hash(&mut h);
+    (spurious_streak, spurious_va, rt).hash(&mut h);
+    h.finish()
+}
+
+/// Hash a task's id-holding fields, renamed by `r`.
+fn hash_task_ids<H: Hasher>(t: &Task, r: &Renaming, h: &mut H) {
+    (r.task(t.id), r.cpu(t.cpu)).hash(h);
+    r.prog(&t.prog).hash(h);
+    t.kstack.len().hash(h);
+    for f in &t.kstack {
+        r.frame(f).hash(h);
+    }
+    r.flush_info(&t.stack_info).hash(h);
+}
