@@ -124,6 +124,22 @@ pub const CATALOGUE: &[Config] = &[
         world: collapse_vs_gup,
     },
     Config {
+        name: "x86_collapse_vs_gup_3cpu",
+        about: "khugepaged collapse against two GUP-fast walkers (3 CPUs, upstream)",
+        sets: &["machine.cpus=3"],
+        expect_safe: true,
+        sym: &[&[1, 2]],
+        world: collapse_vs_gup,
+    },
+    Config {
+        name: "x86_collapse_skip_3cpu",
+        about: "the same with the seed's skip",
+        sets: &["machine.cpus=3", "mm.skip_redundant_table_sync=true"],
+        expect_safe: true,
+        sym: &[&[1, 2]],
+        world: collapse_vs_gup,
+    },
+    Config {
         name: "x86_hugetlb_unshare_seed",
         about: "hugetlb PMD unshare while a lazy CPU caches the shared table, with the seed (unshare flush IPIs lazy CPUs; sync skipped)",
         sets: &["mm.skip_redundant_table_sync=true"],
@@ -461,7 +477,7 @@ fn madvise_race(s: &Scenario) -> Result<World, Error> {
 
 /// Two threads of one mm over a populated 2 MiB: CPU0 MADV_COLLAPSEs it and
 /// then zaps it (freeing the deposited table, which a later fault may reuse);
-/// CPU1 GUP-fasts two of its pages.
+/// every other CPU GUP-fasts two of its pages.
 fn collapse_vs_gup(s: &Scenario) -> Result<World, Error> {
     let mut w = World::new(s)?;
     let mm = w.mm_alloc()?;
@@ -482,20 +498,22 @@ fn collapse_vs_gup(s: &Scenario) -> Result<World, Error> {
         ],
         true,
     );
-    w.spawn(
-        mm,
-        1,
-        vec![
-            UserOp::GupFast {
-                base: P,
-                span: 512,
-                pages: 2,
-                stride: 1,
-            },
-            UserOp::Exit,
-        ],
-        true,
-    );
+    for cpu in 1..s.machine.cpus as u16 {
+        w.spawn(
+            mm,
+            cpu,
+            vec![
+                UserOp::GupFast {
+                    base: P,
+                    span: 512,
+                    pages: 2,
+                    stride: 1,
+                },
+                UserOp::Exit,
+            ],
+            true,
+        );
+    }
     Ok(w)
 }
 
