@@ -249,18 +249,37 @@ pub fn initramfs(exe: &Path) -> Result<Vec<u8>, Error> {
     Ok(c.finish())
 }
 
-/// Kills QEMU and removes the scratch directory on every exit path.
+/// Kills QEMU on every exit path (and QEMU dies with us on a signal, by
+/// PR_SET_PDEATHSIG). The initramfs lives in a memfd: nothing on disk.
 struct Vm {
     child: Child,
-    dir: PathBuf,
 }
 
 impl Drop for Vm {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The initramfs in an anonymous memory file QEMU inherits and opens as
+/// `/dev/fd/N`; it vanishes when both processes have closed it.
+fn initrd_memfd(img: &[u8]) -> Result<std::fs::File, Error> {
+    use std::io::Write as _;
+    use std::os::fd::FromRawFd;
+    // SAFETY: a NUL-terminated name; no MFD_CLOEXEC so QEMU inherits it.
+    let fd = unsafe { libc::memfd_create(c"tlblab-initramfs".as_ptr(), 0) };
+    if fd < 0 {
+        return Err(Error::Unsupported(format!(
+            "memfd_create for the initramfs: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
+    f.write_all(img)
+        .map_err(|e| Error::Unsupported(format!("cannot write the initramfs: {e}")))?;
+    Ok(f)
 }
 
 /// Boot the guest once and collect the agent's results.
@@ -287,24 +306,11 @@ pub fn run(plan: &GuestPlan) -> Result<GuestRun, Error> {
     }
     let exe = std::env::current_exe()
         .map_err(|e| Error::Unsupported(format!("cannot find this executable: {e}")))?;
-    let dir = std::env::temp_dir().join(format!("tlblab-guest-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Error::Unsupported(format!("cannot create {}: {e}", dir.display())))?;
-    let initrd = dir.join("initramfs.cpio");
-    let img = initramfs(&exe);
-    let img = match img {
-        Ok(i) => i,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&dir);
-            return Err(e);
-        }
+    let initrd = initrd_memfd(&initramfs(&exe)?)?;
+    let initrd_path = {
+        use std::os::fd::AsRawFd;
+        format!("/dev/fd/{}", initrd.as_raw_fd())
     };
-    if let Err(e) = std::fs::write(&initrd, img) {
-        let _ = std::fs::remove_dir_all(&dir);
-        return Err(Error::Unsupported(format!(
-            "cannot write the initramfs: {e}"
-        )));
-    }
     let mem_mib = 2048 + plan.collapse_mib * 2;
     let cpu = match (kvm, plan.paravirt) {
         (true, true) => "host",
@@ -330,7 +336,7 @@ pub fn run(plan: &GuestPlan) -> Result<GuestRun, Error> {
     .arg("-kernel")
     .arg(&kernel)
     .arg("-initrd")
-    .arg(&initrd)
+    .arg(&initrd_path)
     .args(["-append", &append])
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
@@ -347,7 +353,8 @@ pub fn run(plan: &GuestPlan) -> Result<GuestRun, Error> {
     let child = cmd
         .spawn()
         .map_err(|e| Error::Unsupported(format!("cannot start QEMU: {e}")))?;
-    let mut vm = Vm { child, dir };
+    let mut vm = Vm { child };
+    drop(initrd); // QEMU holds its own copy of the descriptor
     let stdout = vm.child.stdout.take().expect("piped");
     // Read the console on a thread so the timeout can fire while it blocks.
     let (tx, rx) = std::sync::mpsc::channel::<String>();

@@ -361,7 +361,7 @@ pub fn validate_guest(
         },
     ];
     rows.push(Check {
-        metric: "collapses (kernel: thp_collapse_alloc)".into(),
+        metric: "collapses (thp_collapse_alloc)".into(),
         host: gc.arch.get("thp_collapse_alloc").copied().unwrap_or(0) as f64,
         model: mc.arch["collapses"] as f64 * plan.collapse_rounds as f64,
         tolerance: 0.0,

@@ -42,6 +42,6 @@ fn guest_counts_match_the_model() {
     let (g, m) = row("MADV_COLLAPSE CAL per collapse");
     assert_eq!(m, 3.0, "model: one sync IPI to each of 3 other CPUs");
     assert!((g - 3.0).abs() < 0.3, "guest CAL per collapse {g}");
-    let (g, m) = row("collapses (kernel: thp_collapse_alloc)");
+    let (g, m) = row("collapses (thp_collapse_alloc)");
     assert_eq!(g, m, "every 2 MiB extent collapsed once, and nothing else");
 }
