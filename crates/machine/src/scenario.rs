@@ -203,6 +203,9 @@ pub struct WorkloadCfg {
     /// The period of a workload's periodic action in µs (usemem's
     /// fork/exec interval); 0 = the workload's default.
     pub period_us: u64,
+    /// Threads of the process that run briefly on spare CPUs and exit,
+    /// leaving those CPUs lazy in its mm (hugetlb_unshare).
+    pub lazy_threads: u32,
 }
 
 impl Default for WorkloadCfg {
@@ -213,6 +216,7 @@ impl Default for WorkloadCfg {
             size: Size(4096),
             iterations: 10_000,
             period_us: 0,
+            lazy_threads: 0,
         }
     }
 }
@@ -564,6 +568,12 @@ impl Scenario {
             return Err(Error::Range(format!(
                 "workload.iterations = {} (allowed 1..=10^12)",
                 w.iterations
+            )));
+        }
+        if w.lazy_threads > m.cpus {
+            return Err(Error::Range(format!(
+                "workload.lazy_threads = {} (at most machine.cpus = {})",
+                w.lazy_threads, m.cpus
             )));
         }
         if w.period_us > 3_600_000_000 {

@@ -5,6 +5,13 @@
 //!              CPU1..=threads: GUP-fast of 16-page buffers over the range
 //!   process B: CPU threads+1 loops { touch; munmap; mmap } on the same file
 //! ```
+//! With `workload.lazy_threads = n`, n more threads (of B, A, B, ...) run on
+//! the next CPUs: each reads the first huge page, then sleeps
+//! `workload.period_us` (default 50 µs) and again, so while it sleeps its CPU
+//! is lazy in that mm with the mm's PUD entry -> the shared PMD table in its
+//! PUD-entry cache. (A read while its process has the range unmapped is a
+//! SIGSEGV that ends the thread; its CPU stays lazy.)
+//!
 //! Both map one hugetlbfs file at the same 1 GiB-aligned address, so their
 //! PUDs point at one shared PMD table. Whoever unmaps while the other still
 //! shares only unshares (`huge_pmd_unshare`, then `tlb_remove_table_sync_one`);
@@ -27,7 +34,7 @@ fn needs(s: &Scenario) -> (u64, u64, u64) {
     (
         2 * s.workload.size.0 / HPAGE_SIZE + 8,
         12,
-        s.workload.threads as u64 + 2,
+        (s.workload.threads + s.workload.lazy_threads) as u64 + 2,
     )
 }
 
@@ -40,10 +47,11 @@ fn build(s: &Scenario, w: &mut World) -> Result<(), Error> {
         )));
     }
     let k = s.workload.threads;
-    if k + 2 > s.machine.cpus {
+    let lazy = s.workload.lazy_threads;
+    if k + lazy + 2 > s.machine.cpus {
         return Err(Error::Range(format!(
-            "workload.threads = {k} GUP threads plus two processes need {} CPUs, machine.cpus = {}",
-            k + 2,
+            "workload.threads = {k} GUP threads, {lazy} lazy threads and two processes need {} CPUs, machine.cpus = {}",
+            k + lazy + 2,
             s.machine.cpus
         )));
     }
@@ -87,5 +95,31 @@ fn build(s: &Scenario, w: &mut World) -> Result<(), Error> {
         times: u64::MAX,
     });
     w.spawn(b, (k + 1) as u16, pb, false);
+    let wake = w.op_id("lazy_thread_wakeup");
+    let period_ns = 1000
+        * if s.workload.period_us == 0 {
+            50
+        } else {
+            s.workload.period_us.min(1_000_000) as u32
+        };
+    for i in 0..lazy {
+        let mm = if i % 2 == 0 { b } else { a };
+        let prog = vec![
+            UserOp::Touch {
+                addr: MAP_BASE,
+                write: false,
+            },
+            UserOp::ClockNanosleep {
+                period_ns,
+                op: wake,
+            },
+            UserOp::OpEnd(wake),
+            UserOp::Loop {
+                to: 0,
+                times: u64::MAX,
+            },
+        ];
+        w.spawn(mm, (k + 2 + i) as u16, prog, false);
+    }
     Ok(())
 }
