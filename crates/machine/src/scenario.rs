@@ -570,6 +570,12 @@ impl Scenario {
                 w.iterations
             )));
         }
+        if w.lazy_threads > 0 && w.name != "hugetlb_unshare" {
+            return Err(Error::Config(format!(
+                "workload.lazy_threads is a key of hugetlb_unshare only, not of {}",
+                w.name
+            )));
+        }
         if w.lazy_threads > m.cpus {
             return Err(Error::Range(format!(
                 "workload.lazy_threads = {} (at most machine.cpus = {})",

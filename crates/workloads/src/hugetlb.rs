@@ -25,7 +25,7 @@ use machine::{Cost, Error, Scenario, HPAGE_SIZE};
 pub const UNSHARE: WorkloadInfo = WorkloadInfo {
     name: "hugetlb_unshare",
     about: "two processes share hugetlb PMD tables and keep unmapping (unsharing) and remapping them, while GUP-fast threads of one walk the range",
-    keys: "threads = GUP-fast threads of process A; size = hugetlb mapping (multiple of 2MiB, at most 1GiB); iterations = A's cycles",
+    keys: "threads = GUP-fast threads of process A; size = hugetlb mapping (multiple of 2MiB, at most 1GiB); iterations = A's cycles; lazy_threads = threads of B, A, ... that read and sleep period_us (default 50), leaving their CPUs lazy",
     build,
     needs,
 };
