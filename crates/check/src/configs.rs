@@ -336,6 +336,19 @@ pub const CATALOGUE: &[Config] = &[
         world: preempting_flush,
     },
     Config {
+        name: "x86_preemptible_flush_stack_3cpu",
+        about: "the same with two reader CPUs to IPI",
+        sets: &[
+            "machine.cpus=3",
+            "machine.preemption=full",
+            "x86.flush_tlb_info=stack_aligned",
+            "x86.preemptible_flush=true",
+        ],
+        expect_safe: true,
+        sym: &[&[1, 2]],
+        world: preempting_flush,
+    },
+    Config {
         name: "unsafe_preemptible_percpu_info",
         about: "the same with the per-CPU flush_tlb_info: the preempting flush overwrites it",
         sets: &[
@@ -723,8 +736,8 @@ fn vmalloc_vs_reader(s: &Scenario) -> Result<World, Error> {
     Ok(w)
 }
 
-/// x86, 2 CPUs: on CPU0 a thread madvises its page (a flush that IPIs
-/// CPU1, where a thread of the mm reads) and an RT thread of the same mm
+/// x86: on CPU0 a thread madvises its page (a flush that IPIs every other
+/// CPU, where threads of the mm read) and an RT thread of the same mm
 /// sleeps; its timer may fire at any moment, preempt the flush where
 /// preemption is on, and madvise a page of its own.
 fn preempting_flush(s: &Scenario) -> Result<World, Error> {
@@ -762,21 +775,23 @@ fn preempting_flush(s: &Scenario) -> Result<World, Error> {
         ],
         true,
     );
-    w.spawn(
-        mm,
-        1,
-        vec![
-            UserOp::Touch {
-                addr: P,
-                write: false,
-            },
-            UserOp::Touch {
-                addr: q,
-                write: false,
-            },
-            UserOp::Exit,
-        ],
-        true,
-    );
+    for cpu in 1..s.machine.cpus as u16 {
+        w.spawn(
+            mm,
+            cpu,
+            vec![
+                UserOp::Touch {
+                    addr: P,
+                    write: false,
+                },
+                UserOp::Touch {
+                    addr: q,
+                    write: false,
+                },
+                UserOp::Exit,
+            ],
+            true,
+        );
+    }
     Ok(w)
 }
