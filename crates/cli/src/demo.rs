@@ -127,6 +127,28 @@ pub fn demo(opts: &RunOptions, iterations: u64) -> Result<String, Error> {
         "direction: more than two orders of magnitude fewer CAL interrupts: {}",
         yes(b >= 100 * a.max(1))
     );
+    let h = apply_variant(
+        &load_scenario("hugetlb-unshare")?,
+        "workload.lazy_threads=2",
+    )?;
+    let mut found = Vec::new();
+    for v in [
+        "",
+        "mm.skip_redundant_table_sync=true",
+        "mm.skip_redundant_table_sync=true,mm.unshare_without_lazy_ipi=true",
+    ] {
+        found.push(
+            run_scenario(&apply_variant(&h, v)?, opts)?
+                .0
+                .violations
+                .len(),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "hugetlb-unshare with lazy CPUs: upstream -> {} violation(s) (a lazy CPU's PUD-entry cache outlives the unshare); seed -> {}; seed + unshare_without_lazy_ipi -> {}",
+        found[0], found[1], found[2]
+    );
     preemptible_flush(&mut out, opts)?;
     arm64_seed(&mut out, opts, iterations)?;
     riscv_seed(&mut out, opts, iterations)?;
