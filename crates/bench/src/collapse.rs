@@ -1,6 +1,6 @@
 //! `MADV_COLLAPSE` (Linux 6.1+) on the host: the khugepaged path of seed
 //! (b) on demand. A single pinned thread faults a 2 MiB-aligned range in as
-//! 4 KiB pages (THP off for it), then collapses it with one `madvise`; each
+//! 4 KiB pages, then collapses it with one `madvise`; each
 //! 2 MiB collapse ends with `tlb_remove_table_sync_one()`, an IPI to every
 //! other CPU, which the CAL row counts. The op is one 2 MiB collapse (the
 //! call's time divided by the extents).
@@ -54,6 +54,12 @@ impl Drop for Aligned {
     }
 }
 
+/// Is transparent_hugepage/enabled "[always]"?
+fn thp_always() -> bool {
+    std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .is_ok_and(|t| t.contains("[always]"))
+}
+
 /// Collapse `size` bytes (a multiple of 2 MiB), `rounds` times.
 pub fn run(size: u64, rounds: u64) -> Result<HostReport, Error> {
     if size == 0 || !size.is_multiple_of(HPAGE as u64) || size > 1 << 30 {
@@ -77,14 +83,23 @@ fn pinned(len: usize, rounds: u64) -> Result<HostReport, Error> {
     let t0 = Instant::now();
     for _ in 0..rounds {
         let r = Aligned::new(len)?;
-        // SAFETY: inside the mapping; 4 KiB faults (THP is off unless
-        // madvised, and the first touch is not asked to be huge).
+        // With THP "always", faults would map huge pages: fault the range
+        // in under MADV_NOHUGEPAGE, then allow THP again (MADV_COLLAPSE
+        // refuses VM_NOHUGEPAGE); khugepaged may then also collapse parts
+        // of it, each with its own sync IPI. Under "madvise" or "never" no
+        // madvise is needed and khugepaged never registers this mm.
+        let always = thp_always();
+        // SAFETY: inside the mapping; 4 KiB faults.
         unsafe {
-            libc::madvise(r.p as *mut libc::c_void, len, libc::MADV_NOHUGEPAGE);
+            if always {
+                libc::madvise(r.p as *mut libc::c_void, len, libc::MADV_NOHUGEPAGE);
+            }
             for off in (0..len).step_by(4096) {
                 *r.p.add(off) = 1;
             }
-            libc::madvise(r.p as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+            if always {
+                libc::madvise(r.p as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+            }
         }
         let before = interrupts::read(&rows)?;
         // One call over the whole range, as the model's workload does (one
