@@ -80,6 +80,7 @@ fn pinned(len: usize, rounds: u64) -> Result<HostReport, Error> {
     let mut hist = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).expect("bounds");
     let (mut sum, mut sq, mut n) = (0f64, 0f64, 0u64);
     let mut d_total: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
+    let always = thp_always();
     let t0 = Instant::now();
     for _ in 0..rounds {
         let r = Aligned::new(len)?;
@@ -88,7 +89,6 @@ fn pinned(len: usize, rounds: u64) -> Result<HostReport, Error> {
         // refuses VM_NOHUGEPAGE); khugepaged may then also collapse parts
         // of it, each with its own sync IPI. Under "madvise" or "never" no
         // madvise is needed and khugepaged never registers this mm.
-        let always = thp_always();
         // SAFETY: inside the mapping; 4 KiB faults.
         unsafe {
             if always {

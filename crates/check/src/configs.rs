@@ -488,7 +488,7 @@ fn madvise_race(s: &Scenario) -> Result<World, Error> {
     Ok(w)
 }
 
-/// Two threads of one mm over a populated 2 MiB: CPU0 MADV_COLLAPSEs it and
+/// Threads of one mm over a populated 2 MiB: CPU0 MADV_COLLAPSEs it and
 /// then zaps it (freeing the deposited table, which a later fault may reuse);
 /// every other CPU GUP-fasts two of its pages.
 fn collapse_vs_gup(s: &Scenario) -> Result<World, Error> {

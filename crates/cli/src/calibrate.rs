@@ -210,9 +210,6 @@ pub fn validate(profile: &CostProfile, iterations: u64) -> Result<Vec<Check>, Er
 /// CPU), with the host's background CAL traffic over the same time removed.
 fn collapse_rows(profile: &CostProfile, ncpu: usize) -> Result<Vec<Check>, Error> {
     let host = bench::run_with("khugepaged_collapse", 1, 3, false)?;
-    let n = host.op_count().max(1) as f64;
-    let bg = host.arch.get("background_CAL").copied().unwrap_or(0);
-    let host_cal = host.interrupt_totals["CAL"].saturating_sub(bg) as f64 / n;
     let mut s = load_scenario("skip-sync-collapse")?;
     s.set(&format!("machine.cpus={ncpu}"))?;
     s.set("workload.size=64MiB")?;
@@ -221,21 +218,36 @@ fn collapse_rows(profile: &CostProfile, ncpu: usize) -> Result<Vec<Check>, Error
     Ok(vec![
         Check {
             metric: "MADV_COLLAPSE CAL per collapse".into(),
-            host: host_cal,
+            host: host_row_per_op(&host, "CAL"),
             model: m.interrupt_totals["CAL"] as f64 / collapses,
             tolerance: COUNT_TOLERANCE,
         },
         Check {
             metric: "MADV_COLLAPSE us per 2 MiB".into(),
             host: host.us_per_op(),
-            model: m
-                .ops
-                .iter()
-                .find(|o| o.name == "collapse_huge_page")
-                .map_or(0.0, |o| o.latency_ns.mean / 1000.0),
+            model: model_collapse_us(&m),
             tolerance: TIME_TOLERANCE,
         },
     ])
+}
+
+/// A `/proc/interrupts` row of a host run per op, less the host's own
+/// background traffic over the same time (`background_<row>`, if measured).
+fn host_row_per_op(h: &bench::HostReport, row: &str) -> f64 {
+    let bg = h
+        .arch
+        .get(&format!("background_{row}"))
+        .copied()
+        .unwrap_or(0);
+    h.interrupt_totals[row].saturating_sub(bg) as f64 / h.op_count().max(1) as f64
+}
+
+/// Mean µs of one `collapse_huge_page` in a model run.
+fn model_collapse_us(m: &sim::Report) -> f64 {
+    m.ops
+        .iter()
+        .find(|o| o.name == "collapse_huge_page")
+        .map_or(0.0, |o| o.latency_ns.mean / 1000.0)
 }
 
 /// lmbench `lat_pagefault` (one read per page of a 1 MiB cached file: a
@@ -338,9 +350,7 @@ pub fn validate_guest(
     let (mc, _) = run_with_profile(&c, profile.clone(), &RunOptions::default())?;
     let collapses = mc.arch["collapses"].max(1) as f64;
     let gc = &g.collapse;
-    let gn = gc.op_count().max(1) as f64;
-    let bg = gc.arch.get("background_CAL").copied().unwrap_or(0);
-    let mut rows = vec![
+    let rows = vec![
         Check {
             metric: "madvise TLB per op".into(),
             host: g.madvise.interrupt_totals["TLB"] as f64 / hn,
@@ -355,25 +365,23 @@ pub fn validate_guest(
         },
         Check {
             metric: "MADV_COLLAPSE CAL per collapse".into(),
-            host: gc.interrupt_totals["CAL"].saturating_sub(bg) as f64 / gn,
+            host: host_row_per_op(gc, "CAL"),
             model: mc.interrupt_totals["CAL"] as f64 / collapses,
             tolerance: COUNT_TOLERANCE,
         },
+        Check {
+            metric: "collapses (thp_collapse_alloc)".into(),
+            host: gc.arch.get("thp_collapse_alloc").copied().unwrap_or(0) as f64,
+            model: mc.arch["collapses"] as f64 * plan.collapse_rounds as f64,
+            tolerance: 0.0,
+        },
     ];
-    rows.push(Check {
-        metric: "collapses (thp_collapse_alloc)".into(),
-        host: gc.arch.get("thp_collapse_alloc").copied().unwrap_or(0) as f64,
-        model: mc.arch["collapses"] as f64 * plan.collapse_rounds as f64,
-        tolerance: 0.0,
-    });
-    let bg_tlb = gc.arch.get("background_TLB").copied().unwrap_or(0);
-    let tlb_rows = [(
-        "MADV_COLLAPSE TLB per collapse".to_string(),
-        gc.interrupt_totals["TLB"].saturating_sub(bg_tlb) as f64 / gn,
-        mc.interrupt_totals["TLB"] as f64 / collapses,
-    )];
     let info = vec![
-        tlb_rows[0].clone(),
+        (
+            "MADV_COLLAPSE TLB per collapse".to_string(),
+            host_row_per_op(gc, "TLB"),
+            mc.interrupt_totals["TLB"] as f64 / collapses,
+        ),
         (
             "madvise us/op".to_string(),
             g.madvise.us_per_op(),
@@ -382,10 +390,7 @@ pub fn validate_guest(
         (
             "MADV_COLLAPSE us per 2 MiB".to_string(),
             gc.us_per_op(),
-            mc.ops
-                .iter()
-                .find(|o| o.name == "collapse_huge_page")
-                .map_or(0.0, |o| o.latency_ns.mean / 1000.0),
+            model_collapse_us(&mc),
         ),
     ];
     Ok(GuestValidation { run: g, rows, info })

@@ -234,6 +234,27 @@ fn options(common: &Common) -> Result<RunOptions, Error> {
     Ok(o)
 }
 
+/// A validation table: metric, `source` (host or guest), model, ratio and
+/// tolerance with its verdict. Returns whether every row is within.
+fn print_checks(source: &str, rows: &[tlblab::calibrate::Check]) -> bool {
+    println!(
+        "{:<32} {:>12} {:>12} {:>8} {:>10}",
+        "metric", source, "model", "ratio", "within"
+    );
+    for r in rows {
+        println!(
+            "{:<32} {:>12.4} {:>12.4} {:>8.3} {:>9.0}% {}",
+            r.metric,
+            r.host,
+            r.model,
+            r.model / r.host.max(1e-12),
+            r.tolerance * 100.0,
+            if r.ok() { "ok" } else { "OUT" }
+        );
+    }
+    rows.iter().all(|r| r.ok())
+}
+
 /// `tlblab validate --guest`: one table per guest boot (paravirt off / on).
 #[cfg(target_os = "linux")]
 fn validate_guest(
@@ -282,22 +303,7 @@ fn validate_guest(
             if g.pv_tlb_flush { "kvm_flush_tlb_multi" } else { "native_flush_tlb_multi" },
             g.steal_fraction * 100.0
         );
-        println!(
-            "{:<32} {:>12} {:>12} {:>8} {:>10}",
-            "metric", "guest", "model", "ratio", "within"
-        );
-        for r in &v.rows {
-            all &= r.ok();
-            println!(
-                "{:<32} {:>12.4} {:>12.4} {:>8.3} {:>9.0}% {}",
-                r.metric,
-                r.host,
-                r.model,
-                r.model / r.host.max(1e-12),
-                r.tolerance * 100.0,
-                if r.ok() { "ok" } else { "OUT" }
-            );
-        }
+        all &= print_checks("guest", &v.rows);
         for (metric, h, m) in &v.info {
             println!(
                 "{metric:<32} {h:>12.2} {m:>12.2} {:>8.3} {:>10}",
@@ -631,24 +637,7 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
                 None => tlblab::calibrate::calibrate(50_000)?.profile,
             };
             let rows = tlblab::calibrate::validate(&p, iterations)?;
-            println!(
-                "{:<30} {:>12} {:>12} {:>8} {:>10}",
-                "metric", "host", "model", "ratio", "within"
-            );
-            let mut all = true;
-            for r in &rows {
-                all &= r.ok();
-                println!(
-                    "{:<30} {:>12.4} {:>12.4} {:>8.3} {:>9.0}% {}",
-                    r.metric,
-                    r.host,
-                    r.model,
-                    r.model / r.host.max(1e-12),
-                    r.tolerance * 100.0,
-                    if r.ok() { "ok" } else { "OUT" }
-                );
-            }
-            return Ok(u8::from(!all));
+            return Ok(u8::from(!print_checks("host", &rows)));
         }
         #[cfg(target_os = "linux")]
         Cmd::GuestAgent {

@@ -168,7 +168,7 @@ fn free_tables(w: &mut World, mm: MmId, tables: &[Pfn], fx: &mut Effects) {
 /// reuse. Any mm counts, not only `mm`: a hugetlb PMD table shared with
 /// another mm may be cached through that mm's PUD entry.
 fn check_table_unreachable(w: &mut World, mm: MmId, table: Pfn) {
-    check_table_uncached(w, table, |c| {
+    check_table_uncached(w, table, None, |c| {
         format!("page-table frame {table} of mm{mm} freed while CPU{c}")
     });
 }
@@ -180,39 +180,26 @@ fn check_table_unreachable(w: &mut World, mm: MmId, table: Pfn) {
 /// may read this mm's entries as the other mm's, and the table after it is
 /// freed.
 pub fn check_unshared_table_reuse(w: &mut World, mm: MmId, table: Pfn) {
-    let others: Vec<CpuId> = w
-        .cpus
-        .iter()
-        .filter(|c| c.tlbstate.loaded_mm != mm)
-        .map(|c| c.id)
-        .collect();
-    if others.is_empty() {
-        return;
-    }
-    check_table_uncached_on(w, table, &others, |c| {
+    check_table_uncached(w, table, Some(mm), |c| {
         format!("hugetlb PMD table frame {table}, unshared by another mm, reused by its last user mm{mm} while CPU{c}")
     });
 }
 
-fn check_table_uncached(w: &mut World, table: Pfn, what: impl Fn(CpuId) -> String) {
-    let all: Vec<CpuId> = w.cpus.iter().map(|c| c.id).collect();
-    check_table_uncached_on(w, table, &all, what);
-}
-
-fn check_table_uncached_on(
+/// Invariant 3: no CPU (other than those with `except` loaded) holds `table`
+/// in its paging-structure caches under the ASID it has loaded.
+fn check_table_uncached(
     w: &mut World,
     table: Pfn,
-    cpus: &[CpuId],
+    except: Option<MmId>,
     what: impl Fn(CpuId) -> String,
 ) {
-    let mut bad = Vec::new();
-    for &cpu in cpus {
-        let c = &w.cpus[cpu as usize];
-        let ts = &c.tlbstate;
-        if c.tlb.psc_holds(ts.loaded_mm_asid, table) {
-            bad.push((cpu, ts.is_lazy, ts.loaded_mm));
-        }
-    }
+    let bad: Vec<(CpuId, bool, MmId)> = w
+        .cpus
+        .iter()
+        .filter(|c| Some(c.tlbstate.loaded_mm) != except)
+        .filter(|c| c.tlb.psc_holds(c.tlbstate.loaded_mm_asid, table))
+        .map(|c| (c.id, c.tlbstate.is_lazy, c.tlbstate.loaded_mm))
+        .collect();
     for (cpu, lazy, loaded) in bad {
         let msg = format!(
             "{} ({} mm{loaded}) still caches it in its paging-structure cache",
