@@ -1,14 +1,15 @@
-//! `tlblab validate --guest` against a real Linux guest under QEMU. Skipped
-//! with a message where QEMU or a guest kernel is missing (install them with
-//! scripts/install-guest.sh).
+//! `tlblab validate --guest` against a real Linux guest under QEMU. Ignored
+//! by default; `.ci/run` runs it with `--ignored` where QEMU and a guest
+//! kernel are installed (scripts/install-guest.sh), and it fails, not passes,
+//! when run without them.
 
 use std::process::Command;
 
 #[test]
+#[ignore = "needs QEMU and a guest kernel (scripts/install-guest.sh)"]
 fn guest_counts_match_the_model() {
     if let Err(e) = bench::guest::prerequisites() {
-        eprintln!("skipped: {e}");
-        return;
+        panic!("this host cannot boot the guest: {e}");
     }
     // 4 vCPUs: the madvise loop has 3 busy threads of the same mm, so every
     // madvise sends 3 TLB-shootdown IPIs (each also a CAL); each 2 MiB
