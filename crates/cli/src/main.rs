@@ -323,7 +323,11 @@ fn validate_guest(_: Option<String>, _: u64, _: u32, _: &str, _: u64) -> Result<
     ))
 }
 
+/// Exit status: 0 when every run was safe, 1 when `run` or `compare`
+/// recorded an invariant violation (like `check` on an unsafe verdict), 2 on
+/// bad input. Sweeps report violations in a column and exit 0.
 fn real_main(cli: Cli) -> Result<u8, Error> {
+    let mut unsafe_run = false;
     match cli.cmd {
         Cmd::Run {
             scenario,
@@ -332,6 +336,7 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
         } => {
             let s = scenario_of(scenario.as_deref(), workload.as_deref(), &common)?;
             let (r, wall) = run_scenario(&s, &options(&common)?)?;
+            unsafe_run = !r.violations.is_empty();
             if common.json {
                 println!(
                     "{}",
@@ -365,6 +370,7 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
             for s in &scenarios {
                 reports.push(run_scenario(s, &opts)?.0);
             }
+            unsafe_run = reports.iter().any(|r| !r.violations.is_empty());
             if common.json {
                 let runs: Vec<_> = labels
                     .iter()
@@ -727,7 +733,7 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
             println!("\nreport: {path}");
         }
     }
-    Ok(0)
+    Ok(u8::from(unsafe_run))
 }
 
 fn check_all(

@@ -174,6 +174,33 @@ fn demo_prints_seed_tables_and_writes_the_report() {
     assert_eq!(html.matches("<svg").count(), 6);
 }
 
+/// `run` and `compare` exit 1 when a run recorded a violation (a script can
+/// tell "unsafe" from "ok"), 0 when none did; the report is printed either way.
+#[test]
+fn run_exits_1_on_violations() {
+    let (code, out, _) = tlblab(&["run", "defer-race", "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["violations"].as_array().unwrap().is_empty());
+    let (code, out, _) = tlblab(&[
+        "run",
+        "defer-race",
+        "--json",
+        "--set",
+        "riscv.unordered_enqueue=true",
+    ]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(!v["violations"].as_array().unwrap().is_empty());
+    let (code, _, _) = tlblab(&[
+        "compare",
+        "defer-race",
+        "--vs",
+        "riscv.unordered_enqueue=true",
+    ]);
+    assert_eq!(code, 1, "one of the compared runs was unsafe");
+}
+
 #[test]
 fn check_exit_codes() {
     let (code, out, _) = tlblab(&["check", "x86_madvise_race"]);
