@@ -44,7 +44,7 @@ enum Cmd {
     Run {
         /// Scenario file or bundled scenario name.
         scenario: Option<String>,
-        /// Run this workload on the default scenario instead.
+        /// Run this workload with its defaults (its bundled scenario, see `tlblab list`); with a scenario, run it there instead.
         #[arg(long)]
         workload: Option<String>,
         #[command(flatten)]
@@ -196,11 +196,13 @@ fn scenario_of(
     workload: Option<&str>,
     common: &Common,
 ) -> Result<Scenario, Error> {
-    let mut s = match arg {
-        Some(a) => load_scenario(a)?,
-        None => load_scenario("default")?,
+    let mut s = match (arg, workload) {
+        (Some(a), _) => load_scenario(a)?,
+        // A workload alone runs as its benchmark runs: from its bundled scenario.
+        (None, Some(w)) => workloads::defaults(w)?,
+        (None, None) => load_scenario("default")?,
     };
-    if let Some(w) = workload {
+    if let (Some(w), Some(_)) = (workload, arg) {
         workloads::find(w)?;
         s.workload.name = w.to_string();
         s.name = w.to_string();
@@ -661,6 +663,17 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
                 println!(
                     "  {:<22} {}\n  {:<22} keys: {}",
                     w.name, w.about, "", w.keys
+                );
+                let d = workloads::defaults(w.name)?;
+                println!(
+                    "  {:<22} defaults (scenarios/{}.toml): {}",
+                    "",
+                    workloads::defaults_source(w.name)?,
+                    d.settings()
+                        .into_iter()
+                        .filter(|kv| !kv.starts_with("workload.name="))
+                        .collect::<Vec<_>>()
+                        .join(" ")
                 );
             }
             println!("\nswitches (--set key=value):");

@@ -695,6 +695,40 @@ impl Scenario {
         serde_json::to_value(self).expect("scenario serialises")
     }
 
+    /// `key=value` for every field that differs from the built-in default
+    /// (name, description excluded), sorted by key: what a scenario file
+    /// sets, e.g. a workload's defaults for `tlblab list`.
+    pub fn settings(&self) -> Vec<String> {
+        fn walk(prefix: &str, v: &toml::Value, d: Option<&toml::Value>, out: &mut Vec<String>) {
+            match v {
+                toml::Value::Table(t) => {
+                    for (k, sub) in t {
+                        let key = if prefix.is_empty() {
+                            k.clone()
+                        } else {
+                            format!("{prefix}.{k}")
+                        };
+                        walk(&key, sub, d.and_then(|d| d.get(k)), out);
+                    }
+                }
+                _ if Some(v) != d => out.push(match v {
+                    toml::Value::String(s) => format!("{prefix}={s}"),
+                    other => format!("{prefix}={other}"),
+                }),
+                _ => {}
+            }
+        }
+        let mut me = toml::Value::try_from(self).expect("scenario serialises");
+        let base = toml::Value::try_from(Scenario::default()).expect("scenario serialises");
+        if let Some(t) = me.as_table_mut() {
+            t.remove("name");
+            t.remove("description");
+        }
+        let mut out = Vec::new();
+        walk("", &me, Some(&base), &mut out);
+        out
+    }
+
     /// Every switch and its allowed values, for `tlblab list`.
     pub fn switches() -> Vec<(&'static str, &'static str, &'static str)> {
         vec![

@@ -67,6 +67,118 @@ pub fn find(name: &str) -> Result<WorkloadInfo, Error> {
         })
 }
 
+/// The bundled scenario each workload starts from: `tlblab run --workload
+/// NAME` begins with it, so the workload runs as its benchmark runs (the
+/// machine it needs included: architecture, CPUs, memory, scheduler tick,
+/// migration, preemption model, sizes, iterations). The file is the one
+/// source of these values; workloads without a file of their own borrow
+/// the scenario of their sibling and only change `workload.name`.
+const DEFAULTS: &[(&str, &str, &str)] = &[
+    (
+        "madvise_dontneed",
+        "flush-tlb-info-madvise",
+        include_str!("../../../scenarios/flush-tlb-info-madvise.toml"),
+    ),
+    (
+        "madvise_race",
+        "default",
+        include_str!("../../../scenarios/default.toml"),
+    ),
+    (
+        "tlb_flush_threads",
+        "tlb-flush-threads",
+        include_str!("../../../scenarios/tlb-flush-threads.toml"),
+    ),
+    (
+        "tlb_flush_processes",
+        "tlb-flush-processes",
+        include_str!("../../../scenarios/tlb-flush-processes.toml"),
+    ),
+    (
+        "khugepaged_collapse",
+        "skip-sync-collapse",
+        include_str!("../../../scenarios/skip-sync-collapse.toml"),
+    ),
+    (
+        "collapse_race",
+        "collapse-race",
+        include_str!("../../../scenarios/collapse-race.toml"),
+    ),
+    (
+        "hugetlb_unshare",
+        "hugetlb-unshare",
+        include_str!("../../../scenarios/hugetlb-unshare.toml"),
+    ),
+    (
+        "usemem_fork_exec",
+        "usemem-fork-exec",
+        include_str!("../../../scenarios/usemem-fork-exec.toml"),
+    ),
+    (
+        "cow_reuse_race",
+        "cow-reuse-race",
+        include_str!("../../../scenarios/cow-reuse-race.toml"),
+    ),
+    (
+        "mmapstress01",
+        "mmapstress01",
+        include_str!("../../../scenarios/mmapstress01.toml"),
+    ),
+    (
+        "lat_pagefault",
+        "lat-pagefault",
+        include_str!("../../../scenarios/lat-pagefault.toml"),
+    ),
+    (
+        "lat_mmap",
+        "lat-mmap",
+        include_str!("../../../scenarios/lat-mmap.toml"),
+    ),
+    (
+        "defer_race",
+        "defer-race",
+        include_str!("../../../scenarios/defer-race.toml"),
+    ),
+    (
+        "vmalloc_race",
+        "vmalloc-race",
+        include_str!("../../../scenarios/vmalloc-race.toml"),
+    ),
+    (
+        "rt_latency",
+        "rt-latency",
+        include_str!("../../../scenarios/rt-latency.toml"),
+    ),
+    (
+        "rt_flush_race",
+        "rt-latency",
+        include_str!("../../../scenarios/rt-latency.toml"),
+    ),
+];
+
+/// The name of the bundled scenario that holds `workload`'s defaults.
+pub fn defaults_source(workload: &str) -> Result<&'static str, Error> {
+    find(workload)?;
+    DEFAULTS
+        .iter()
+        .find(|(w, _, _)| *w == workload)
+        .map(|(_, file, _)| *file)
+        .ok_or_else(|| Error::Config(format!("workload '{workload}' has no bundled scenario")))
+}
+
+/// `workload`'s defaults: its bundled scenario, named after the workload.
+pub fn defaults(workload: &str) -> Result<Scenario, Error> {
+    let file = defaults_source(workload)?;
+    let (_, _, text) = DEFAULTS
+        .iter()
+        .find(|(_, f, _)| *f == file)
+        .expect("listed");
+    let mut s = Scenario::from_toml(text, file)?;
+    s.name = workload.to_string();
+    s.workload.name = workload.to_string();
+    Ok(s)
+}
+
 /// Host bytes the scenario needs, from the workload's own estimate.
 pub fn estimate_bytes(s: &Scenario) -> Result<u64, Error> {
     let w = find(&s.workload.name)?;
