@@ -248,7 +248,7 @@ fn kernel_name(l: &Label) -> &'static str {
         Label::WaitDone => "csd_lock_wait",
         Label::SwitchMm { .. } => "switch_mm_irqs_off",
         Label::EnterLazy { .. } => "enter_lazy_tlb",
-        Label::Syscall { nr } => *nr,
+        Label::Syscall { nr } => nr,
         Label::Exit => "do_exit",
         Label::VcpuPreempt => "vCPU preempted by the host",
         Label::VcpuResume { .. } => "vCPU resumed by the host",
