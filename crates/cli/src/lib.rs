@@ -100,6 +100,9 @@ pub struct RunOptions {
     pub stop_on_violation: bool,
     /// Keep and print the run's last this many events (0 = none).
     pub trace: usize,
+    /// `run --trace-out`: write the run as a Chrome trace to this file,
+    /// holding at most this many events.
+    pub trace_out: Option<(String, usize)>,
 }
 
 impl Default for RunOptions {
@@ -110,6 +113,7 @@ impl Default for RunOptions {
             progress: false,
             stop_on_violation: false,
             trace: 0,
+            trace_out: None,
         }
     }
 }
@@ -203,6 +207,10 @@ pub fn run_with_profile(
     };
     let replay_profile = profile.clone();
     let mut sim = Sim::new(world, profile, sopts.clone());
+    let recorder = opts
+        .trace_out
+        .as_ref()
+        .map(|(_, cap)| sim::chrome_trace::attach(&mut sim, *cap));
     let t0 = Instant::now();
     let mut bar: Option<indicatif::ProgressBar> = None;
     let show = opts.progress;
@@ -228,6 +236,11 @@ pub fn run_with_profile(
     });
     if let Some(b) = bar {
         b.finish_and_clear();
+    }
+    if let (Some(rec), Some((path, _))) = (recorder, &opts.trace_out) {
+        if let Some(note) = sim::chrome_trace::write(&mut sim, rec, path)? {
+            eprintln!("tlblab: {note}");
+        }
     }
     let wall = WallStats {
         seconds: t0.elapsed().as_secs_f64(),

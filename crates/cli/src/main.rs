@@ -44,6 +44,14 @@ enum Cmd {
     Run {
         /// Scenario file or bundled scenario name.
         scenario: Option<String>,
+        /// Also write the run in the Chrome trace-event format (Perfetto,
+        /// chrome://tracing): a track per CPU, kernel paths, IPI flows, flushes.
+        #[arg(long, value_name = "FILE.json")]
+        trace_out: Option<String>,
+        /// At most this many trace events (--trace-out); a longer run is cut
+        /// there, with a note on stderr.
+        #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+        trace_max_events: usize,
         /// Run this workload with its defaults (its bundled scenario, see `tlblab list`); with a scenario, run it there instead.
         #[arg(long)]
         workload: Option<String>,
@@ -70,8 +78,20 @@ enum Cmd {
         #[arg(long)]
         workload: Option<String>,
         /// An axis: "key=v1,v2,..." (repeatable; the first varies slowest).
-        #[arg(long = "over", value_name = "KEY=V1,V2,...", required = true)]
+        #[arg(
+            long = "over",
+            value_name = "KEY=V1,V2,...",
+            required_unless_present = "merge"
+        )]
         over: Vec<String>,
+        /// Run only the points whose index is I modulo N (a Slurm array task:
+        /// --shard $SLURM_ARRAY_TASK_ID/N); writes OUT/shard-I-of-N.json.
+        #[arg(long, value_name = "I/N", conflicts_with = "merge")]
+        shard: Option<String>,
+        /// Merge the shard-*.json files of these directories into the
+        /// sweep.csv and sweep.json the unsharded sweep writes.
+        #[arg(long, value_name = "DIR", num_args = 1.., conflicts_with_all = ["over", "scenario", "workload"])]
+        merge: Vec<String>,
         /// Directory for sweep.csv and sweep.json.
         #[arg(long, default_value = "target/tlblab-sweep")]
         out: String,
@@ -335,9 +355,18 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
             scenario,
             workload,
             common,
+            trace_out,
+            trace_max_events,
         } => {
             let s = scenario_of(scenario.as_deref(), workload.as_deref(), &common)?;
-            let (r, wall) = run_scenario(&s, &options(&common)?)?;
+            let mut opts = options(&common)?;
+            if !(1000..=50_000_000).contains(&trace_max_events) {
+                return Err(Error::Range(format!(
+                    "--trace-max-events {trace_max_events} (allowed 1000..=50000000)"
+                )));
+            }
+            opts.trace_out = trace_out.map(|p| (p, trace_max_events));
+            let (r, wall) = run_scenario(&s, &opts)?;
             unsafe_run = !r.violations.is_empty();
             if common.json {
                 println!(
@@ -405,44 +434,64 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
             plot,
             y,
             common,
+            shard,
+            merge,
         } => {
-            let base = scenario_of(scenario.as_deref(), workload.as_deref(), &common)?;
-            let axes: Vec<tlblab::sweep::Axis> = over
-                .iter()
-                .map(|o| tlblab::sweep::Axis::parse(o))
-                .collect::<Result<_, _>>()?;
-            let opts = options(&common)?;
             if plot.is_some() && !tlblab::sweep::METRICS.iter().any(|(n, _)| *n == y) {
                 return Err(Error::Config(format!(
                     "--y {y}: not a sweep metric ({})",
                     tlblab::sweep::metric_names()
                 )));
             }
+            if !merge.is_empty() {
+                let m = tlblab::sweep::merge(&merge)?;
+                let name = m.scenario["name"].as_str().unwrap_or("sweep").to_string();
+                return write_sweep(
+                    &out,
+                    &m.scenario,
+                    &m.axes,
+                    &m.rows,
+                    &name,
+                    plot,
+                    &y,
+                    common.json,
+                );
+            }
+            let base = scenario_of(scenario.as_deref(), workload.as_deref(), &common)?;
+            let axes: Vec<tlblab::sweep::Axis> = over
+                .iter()
+                .map(|o| tlblab::sweep::Axis::parse(o))
+                .collect::<Result<_, _>>()?;
+            let opts = options(&common)?;
+            if let Some(spec) = shard {
+                let sh = tlblab::sweep::Shard::parse(&spec)?;
+                if plot.is_some() {
+                    return Err(Error::Config(
+                        "--plot needs the whole sweep: give it to sweep --merge".into(),
+                    ));
+                }
+                let rows = tlblab::sweep::sweep_shard(&base, &axes, &opts, !common.json, sh)?;
+                let path = format!("{out}/{}", sh.file_name());
+                std::fs::create_dir_all(&out).map_err(|e| Error::Io(format!("{out}: {e}")))?;
+                std::fs::write(&path, tlblab::sweep::shard_doc(&base, &axes, sh, &rows))
+                    .map_err(|e| Error::Io(format!("{path}: {e}")))?;
+                eprintln!(
+                    "wrote {path} ({} runs); merge with: tlblab sweep --merge {out}",
+                    rows.len()
+                );
+                return Ok(0);
+            }
             let rows = tlblab::sweep::sweep(&base, &axes, &opts, !common.json)?;
-            let csv = tlblab::sweep::to_csv(&axes, &rows);
-            let json = serde_json::to_string_pretty(&serde_json::json!({
-                "scenario": base.to_json(),
-                "axes": axes.iter().map(|a| serde_json::json!({"key": a.key, "values": a.values})).collect::<Vec<_>>(),
-                "rows": rows,
-            }))
-            .expect("json");
-            std::fs::create_dir_all(&out).map_err(|e| Error::Io(format!("{out}: {e}")))?;
-            std::fs::write(format!("{out}/sweep.csv"), &csv)
-                .map_err(|e| Error::Io(format!("{out}/sweep.csv: {e}")))?;
-            std::fs::write(format!("{out}/sweep.json"), &json)
-                .map_err(|e| Error::Io(format!("{out}/sweep.json: {e}")))?;
-            if common.json {
-                println!("{json}");
-            } else {
-                print!("{csv}");
-                eprintln!("wrote {out}/sweep.csv and {out}/sweep.json");
-            }
-            if let Some(path) = plot {
-                let svg = tlblab::plot::sweep_chart(&base.name, &axes, &rows, &y)
-                    .map_err(Error::Config)?;
-                std::fs::write(&path, svg).map_err(|e| Error::Io(format!("{path}: {e}")))?;
-                eprintln!("wrote {path}");
-            }
+            return write_sweep(
+                &out,
+                &base.to_json(),
+                &axes,
+                &rows,
+                &base.name,
+                plot,
+                &y,
+                common.json,
+            );
         }
         Cmd::Check {
             name,
@@ -747,6 +796,38 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
         }
     }
     Ok(u8::from(unsafe_run))
+}
+
+/// Write a whole sweep's sweep.csv and sweep.json (and --plot); print them.
+#[allow(clippy::too_many_arguments)]
+fn write_sweep(
+    out: &str,
+    scenario: &serde_json::Value,
+    axes: &[tlblab::sweep::Axis],
+    rows: &[tlblab::sweep::Row],
+    name: &str,
+    plot: Option<String>,
+    y: &str,
+    json: bool,
+) -> Result<u8, Error> {
+    let (csv, doc) = tlblab::sweep::outputs(scenario, axes, rows);
+    std::fs::create_dir_all(out).map_err(|e| Error::Io(format!("{out}: {e}")))?;
+    std::fs::write(format!("{out}/sweep.csv"), &csv)
+        .map_err(|e| Error::Io(format!("{out}/sweep.csv: {e}")))?;
+    std::fs::write(format!("{out}/sweep.json"), &doc)
+        .map_err(|e| Error::Io(format!("{out}/sweep.json: {e}")))?;
+    if json {
+        println!("{doc}");
+    } else {
+        print!("{csv}");
+        eprintln!("wrote {out}/sweep.csv and {out}/sweep.json");
+    }
+    if let Some(path) = plot {
+        let svg = tlblab::plot::sweep_chart(name, axes, rows, y).map_err(Error::Config)?;
+        std::fs::write(&path, svg).map_err(|e| Error::Io(format!("{path}: {e}")))?;
+        eprintln!("wrote {path}");
+    }
+    Ok(0)
 }
 
 fn check_all(

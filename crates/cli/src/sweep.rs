@@ -4,7 +4,8 @@
 use crate::{apply_variant, run_scenario, RunOptions};
 use machine::{Error, Scenario};
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
 use sim::Report;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -37,7 +38,7 @@ impl Axis {
 }
 
 /// One run's row: the swept values and the headline metrics.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Row {
     pub values: Vec<(String, String)>,
     pub us_per_op: f64,
@@ -106,20 +107,41 @@ pub fn sweep(
     opts: &RunOptions,
     progress: bool,
 ) -> Result<Vec<Row>, Error> {
-    let points = combinations(axes);
-    if points.len() > 10_000 {
+    let rows = sweep_shard(base, axes, opts, progress, Shard { index: 0, count: 1 })?;
+    Ok(rows.into_iter().map(|(_, r)| r).collect())
+}
+
+/// [`sweep`] of one shard: the points whose index is `shard.index` modulo
+/// `shard.count`, with their indices. Every point is validated, so every
+/// shard of a bad sweep fails the same way before it runs anything.
+pub fn sweep_shard(
+    base: &Scenario,
+    axes: &[Axis],
+    opts: &RunOptions,
+    progress: bool,
+    shard: Shard,
+) -> Result<Vec<(usize, Row)>, Error> {
+    let all = combinations(axes);
+    if all.len() > 10_000 {
         return Err(Error::Range(format!(
             "sweep of {} runs (allowed up to 10000)",
-            points.len()
+            all.len()
         )));
     }
-    let scenarios: Vec<Scenario> = points
+    let scenarios: Vec<Scenario> = all
         .iter()
         .map(|p| {
             let spec: Vec<String> = p.iter().map(|(k, v)| format!("{k}={v}")).collect();
             apply_variant(base, &spec.join(","))
         })
         .collect::<Result<_, _>>()?;
+    let (points, scenarios): (Vec<_>, Vec<_>) = all
+        .into_iter()
+        .zip(scenarios)
+        .enumerate()
+        .filter(|(i, _)| i % shard.count == shard.index)
+        .map(|(i, (p, s))| ((i, p), s))
+        .unzip();
     let bar = if progress {
         let b = indicatif::ProgressBar::with_draw_target(
             Some(points.len() as u64),
@@ -157,7 +179,7 @@ pub fn sweep(
     points
         .into_iter()
         .zip(results)
-        .map(|(p, r)| r.map(|r| Row::from(p, &r)))
+        .map(|((i, p), r)| r.map(|r| (i, Row::from(p, &r))))
         .collect()
 }
 
@@ -220,4 +242,189 @@ pub fn to_csv(axes: &[Axis], rows: &[Row]) -> String {
         s.push('\n');
     }
     s
+}
+
+/// `sweep.csv` and `sweep.json` of a whole sweep: its base scenario (as
+/// JSON), axes and rows in point order.
+pub fn outputs(scenario: &Value, axes: &[Axis], rows: &[Row]) -> (String, String) {
+    let json = serde_json::to_string_pretty(&json!({
+        "scenario": scenario,
+        "axes": axes.iter().map(|a| json!({"key": a.key, "values": a.values})).collect::<Vec<_>>(),
+        "rows": rows,
+    }))
+    .expect("json");
+    (to_csv(axes, rows), json)
+}
+
+/// `--shard I/N`: this job runs the points whose index is I modulo N
+/// (0 <= I < N), as a Slurm array task `--shard $SLURM_ARRAY_TASK_ID/N`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Shard {
+    pub fn parse(spec: &str) -> Result<Shard, Error> {
+        let bad = || {
+            Error::Config(format!(
+                "--shard '{spec}' is not I/N with 0 <= I < N <= 10000"
+            ))
+        };
+        let (i, n) = spec.split_once('/').ok_or_else(bad)?;
+        let (index, count) = (
+            i.trim().parse().map_err(|_| bad())?,
+            n.trim().parse().map_err(|_| bad())?,
+        );
+        if index >= count || count > 10_000 {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
+
+    /// The file a shard writes into its `--out` directory.
+    pub fn file_name(&self) -> String {
+        format!("shard-{}-of-{}.json", self.index, self.count)
+    }
+}
+
+/// A shard's file: the whole sweep's description and this shard's rows
+/// with their point indices. Floats are stored as their bits so that the
+/// merge prints exactly what the unsharded sweep prints.
+pub fn shard_doc(base: &Scenario, axes: &[Axis], shard: Shard, rows: &[(usize, Row)]) -> String {
+    let rows: Vec<Value> = rows
+        .iter()
+        .map(|(i, r)| json!({"index": i, "row": exact(serde_json::to_value(r).expect("row"))}))
+        .collect();
+    serde_json::to_string_pretty(&json!({
+        "shard": shard.index,
+        "of": shard.count,
+        "points": combinations(axes).len(),
+        "scenario": exact(base.to_json()),
+        "axes": axes.iter().map(|a| json!({"key": a.key, "values": a.values})).collect::<Vec<_>>(),
+        "rows": rows,
+    }))
+    .expect("json")
+}
+
+/// Every float as `{"f64_bits": n}` (JSON text does not round-trip them exactly).
+fn exact(v: Value) -> Value {
+    match v {
+        Value::Number(n) if n.is_f64() => json!({"f64_bits": n.as_f64().expect("f64").to_bits()}),
+        Value::Array(a) => Value::Array(a.into_iter().map(exact).collect()),
+        Value::Object(o) => Value::Object(o.into_iter().map(|(k, v)| (k, exact(v))).collect()),
+        other => other,
+    }
+}
+
+/// The inverse of [`exact`].
+fn inexact(v: Value) -> Value {
+    match v {
+        Value::Object(o) if o.len() == 1 && o.get("f64_bits").is_some_and(Value::is_u64) => {
+            let bits = o["f64_bits"].as_u64().expect("u64");
+            serde_json::Number::from_f64(f64::from_bits(bits)).map_or(Value::Null, Value::Number)
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(inexact).collect()),
+        Value::Object(o) => Value::Object(o.into_iter().map(|(k, v)| (k, inexact(v))).collect()),
+        other => other,
+    }
+}
+
+/// A merged sweep: base scenario (JSON), axes, rows in point order.
+pub struct Merged {
+    pub scenario: Value,
+    pub axes: Vec<Axis>,
+    pub rows: Vec<Row>,
+}
+
+/// Every `shard-*.json` in the directories, parsed, with its path.
+fn read_shards(dirs: &[String]) -> Result<Vec<(String, Value)>, Error> {
+    let mut docs = Vec::new();
+    for d in dirs {
+        let rd = std::fs::read_dir(d).map_err(|e| Error::Io(format!("--merge {d}: {e}")))?;
+        let mut names: Vec<String> = rd
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .filter(|n| n.starts_with("shard-") && n.ends_with(".json"))
+            .collect();
+        names.sort();
+        for n in names {
+            let path = format!("{d}/{n}");
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| Error::Io(format!("{path}: {e}")))?;
+            let v: Value = serde_json::from_str(&text)
+                .map_err(|e| Error::Config(format!("{path}: not a shard file ({e})")))?;
+            docs.push((path, v));
+        }
+    }
+    Ok(docs)
+}
+
+/// `sweep --merge DIR...`: read every `shard-I-of-N.json` in the
+/// directories; they must describe the same sweep and hold every point once.
+pub fn merge(dirs: &[String]) -> Result<Merged, Error> {
+    let docs = read_shards(dirs)?;
+    let Some((first_path, first)) = docs.first() else {
+        return Err(Error::Config(format!(
+            "--merge {}: no shard-*.json files",
+            dirs.join(" ")
+        )));
+    };
+    let points = first["points"].as_u64().unwrap_or(0) as usize;
+    let mut rows: Vec<Option<Row>> = vec![None; points];
+    for (path, d) in &docs {
+        if let Some(k) = ["of", "points", "scenario", "axes"]
+            .iter()
+            .find(|k| d[**k] != first[**k])
+        {
+            return Err(Error::Config(format!(
+                "{path}: '{k}' differs from {first_path}: shards of different sweeps"
+            )));
+        }
+        for r in d["rows"].as_array().into_iter().flatten() {
+            let i = r["index"]
+                .as_u64()
+                .map(|i| i as usize)
+                .filter(|&i| i < points);
+            let row: Option<Row> = serde_json::from_value(inexact(r["row"].clone())).ok();
+            let (Some(i), Some(row)) = (i, row) else {
+                return Err(Error::Config(format!("{path}: a malformed row")));
+            };
+            if rows[i].replace(row).is_some() {
+                return Err(Error::Config(format!("{path}: point {i} is in two shards")));
+            }
+        }
+    }
+    let of = first["of"].as_u64().unwrap_or(1).max(1) as usize;
+    let mut lost: Vec<usize> = (0..points)
+        .filter(|&i| rows[i].is_none())
+        .map(|i| i % of)
+        .collect();
+    if !lost.is_empty() {
+        lost.sort();
+        lost.dedup();
+        let list: Vec<String> = lost.iter().map(|s| s.to_string()).collect();
+        return Err(Error::Config(format!(
+            "--merge: points missing: shard(s) {} of {of} not found",
+            list.join(", ")
+        )));
+    }
+    let axes = first["axes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| Axis {
+            key: a["key"].as_str().unwrap_or("").to_string(),
+            values: a["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|v| v.as_str().unwrap_or("").to_string())
+                .collect(),
+        })
+        .collect();
+    Ok(Merged {
+        scenario: inexact(first["scenario"].clone()),
+        axes,
+        rows: rows.into_iter().flatten().collect(),
+    })
 }

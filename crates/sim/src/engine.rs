@@ -196,6 +196,27 @@ pub struct Sim {
     pub dvm_wait_ps: u64,
     /// Time CPUs spent in IRQ-off windows (`machine.irqoff_hz`), ns.
     pub irqoff_ns: u64,
+    /// Called after every step with what it did (`run --trace-out`); `None`
+    /// costs one branch per step and keeps labels off.
+    pub on_step: Option<StepHook>,
+}
+
+/// A step observer (the Chrome trace exporter).
+pub type StepHook = Box<dyn FnMut(&StepView) + Send>;
+
+/// One step as an observer sees it.
+pub struct StepView<'a> {
+    pub cpu: CpuId,
+    pub kind: StepKind,
+    /// When the step started and how long it ran (ns).
+    pub start: Time,
+    pub dur: Time,
+    /// What it did, in kernel terms.
+    pub labels: &'a [Label],
+    /// IPIs it sent: target, send time and arrival time (ns).
+    pub ipis: Vec<(CpuId, Time, Time)>,
+    /// Invariant violations it caused.
+    pub violations: &'a [Violation],
 }
 
 impl Sim {
@@ -238,6 +259,7 @@ impl Sim {
             maint_ps: 0,
             dvm_wait_ps: 0,
             irqoff_ns: 0,
+            on_step: None,
             opts,
         };
         for c in 0..n as CpuId {
@@ -412,14 +434,41 @@ impl Sim {
     fn host_step(&mut self, cpu: CpuId, kind: StepKind) {
         let mut fx = std::mem::take(&mut self.fx);
         fx.clear();
-        fx.tracing = self.opts.trace_depth > 0;
+        fx.tracing = self.opts.trace_depth > 0 || self.on_step.is_some();
         self.world.now = self.now;
         self.world.step(cpu, kind, &mut fx);
         let dur = self.price(cpu, &fx);
         let c = cpu as usize;
         self.busy_until[c] = self.busy_until[c].max(self.now) + dur;
         self.trace_labels(cpu, &fx);
+        if self.on_step.is_some() {
+            self.notify(cpu, kind, dur, &fx, self.world.violations.len());
+        }
         self.fx = fx;
+    }
+
+    /// Show the step just run to `on_step`.
+    fn notify(&mut self, cpu: CpuId, kind: StepKind, dur: Time, fx: &Effects, nviol: usize) {
+        let delivery = self.ps[Cost::IpiDelivery as usize] / PS;
+        let ipis = fx
+            .ipis
+            .iter()
+            .map(|&(t, m)| {
+                let sent = self.now + self.at(m as usize);
+                (t, sent, sent + delivery)
+            })
+            .collect();
+        let mut hook = self.on_step.take().expect("called with a hook");
+        hook(&StepView {
+            cpu,
+            kind,
+            start: self.now,
+            dur,
+            labels: &fx.labels,
+            ipis,
+            violations: &self.world.violations[nviol..],
+        });
+        self.on_step = Some(hook);
     }
 
     fn trace_labels(&mut self, cpu: CpuId, fx: &Effects) {
@@ -472,7 +521,7 @@ impl Sim {
         let nviol = self.world.violations.len();
         let mut fx = std::mem::take(&mut self.fx);
         fx.clear();
-        fx.tracing = self.opts.trace_depth > 0;
+        fx.tracing = self.opts.trace_depth > 0 || self.on_step.is_some();
         self.world.step(cpu, kind, &mut fx);
         self.steps += 1;
         let dur = self.price(cpu, &fx);
@@ -496,6 +545,9 @@ impl Sim {
             self.push(due.max(now), tc, Kind::Timer);
         }
         self.trace_labels(cpu, &fx);
+        if self.on_step.is_some() {
+            self.notify(cpu, kind, dur, &fx, nviol);
+        }
         self.fx = fx;
         if self.world.violations.len() > nviol {
             let new: Vec<Violation> = self.world.violations[nviol..].to_vec();

@@ -13,6 +13,7 @@
 //! once the first few thousand events have warmed the buffers up.
 
 pub mod cache;
+pub mod chrome_trace;
 pub mod engine;
 pub mod report;
 
