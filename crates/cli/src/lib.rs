@@ -89,6 +89,32 @@ pub fn load_scenario(arg: &str) -> Result<Scenario, Error> {
     }
 }
 
+/// The scenario `tlblab run [SCENARIO] [--workload W] [--set K=V]...` runs:
+/// a file or bundled scenario, else the workload's own defaults (its bundled
+/// scenario), else `default`; then the `--set` overrides; validated.
+pub fn resolve_scenario(
+    arg: Option<&str>,
+    workload: Option<&str>,
+    sets: &[String],
+) -> Result<Scenario, Error> {
+    let mut s = match (arg, workload) {
+        (Some(a), _) => load_scenario(a)?,
+        // A workload alone runs as its benchmark runs: from its bundled scenario.
+        (None, Some(w)) => workloads::defaults(w)?,
+        (None, None) => load_scenario("default")?,
+    };
+    if let (Some(w), Some(_)) = (workload, arg) {
+        workloads::find(w)?;
+        s.workload.name = w.to_string();
+        s.name = w.to_string();
+    }
+    for kv in sets {
+        s.set(kv)?;
+    }
+    s.validate()?;
+    Ok(s)
+}
+
 /// How a run is carried out (not part of the scenario).
 #[derive(Clone, Debug)]
 pub struct RunOptions {

@@ -216,22 +216,7 @@ fn scenario_of(
     workload: Option<&str>,
     common: &Common,
 ) -> Result<Scenario, Error> {
-    let mut s = match (arg, workload) {
-        (Some(a), _) => load_scenario(a)?,
-        // A workload alone runs as its benchmark runs: from its bundled scenario.
-        (None, Some(w)) => workloads::defaults(w)?,
-        (None, None) => load_scenario("default")?,
-    };
-    if let (Some(w), Some(_)) = (workload, arg) {
-        workloads::find(w)?;
-        s.workload.name = w.to_string();
-        s.name = w.to_string();
-    }
-    for kv in &common.set {
-        s.set(kv)?;
-    }
-    s.validate()?;
-    Ok(s)
+    tlblab::resolve_scenario(arg, workload, &common.set)
 }
 
 fn options(common: &Common) -> Result<RunOptions, Error> {

@@ -25,7 +25,10 @@ fn traced(tag: &str, args: &[&str]) -> (Value, String, String) {
     all.extend_from_slice(args);
     let (code, err) = tlblab(&all);
     // Exit 1: the run recorded violations (still traced); 0: safe.
-    assert!(code == 0 || (code == 1 && tag == "violation"), "{code}: {err}");
+    assert!(
+        code == 0 || (code == 1 && tag == "violation"),
+        "{code}: {err}"
+    );
     let text = std::fs::read_to_string(&path).unwrap();
     (serde_json::from_str(&text).expect("valid JSON"), text, err)
 }
