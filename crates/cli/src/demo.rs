@@ -11,16 +11,163 @@ pub struct Row {
     pub model: f64,
 }
 
-/// Run the reduced seed experiments and render their tables.
-pub fn demo(opts: &RunOptions, iterations: u64) -> Result<String, Error> {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "tlblab demo: each seed's experiment, reduced to {iterations} iterations\n"
+/// A table of the report: caption, header cells, rows of cells.
+pub struct Table {
+    pub caption: String,
+    pub head: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+/// An unsafe variant and how it goes wrong, in kernel terms.
+pub struct Unsafe {
+    pub variant: String,
+    pub verdict: String,
+    /// The events that lead to the violation, the violation last.
+    pub steps: Vec<String>,
+}
+
+/// One part of the report: a seed's experiment (or the checker's catalogue).
+pub struct Section {
+    /// Anchor; for a seed also its docs page, `docs/{id}.md`.
+    pub id: &'static str,
+    pub title: String,
+    pub doc: Option<&'static str>,
+    /// What `tlblab demo` prints for it.
+    pub text: String,
+    pub tables: Vec<Table>,
+    pub unsafe_variants: Vec<Unsafe>,
+    /// Bundled scenarios it ran, with their seeds.
+    pub scenarios: Vec<(String, u64)>,
+}
+
+impl Section {
+    fn new(id: &'static str, doc: bool, title: &str) -> Section {
+        Section {
+            id,
+            title: title.to_string(),
+            doc: doc.then_some(id),
+            text: String::new(),
+            tables: Vec::new(),
+            unsafe_variants: Vec::new(),
+            scenarios: Vec::new(),
+        }
+    }
+
+    /// Load a bundled scenario and note it (and its seed) as used here.
+    fn scenario(&mut self, name: &str) -> Result<machine::Scenario, Error> {
+        let s = load_scenario(name)?;
+        if !self.scenarios.iter().any(|(n, _)| n == name) {
+            self.scenarios.push((name.to_string(), s.seed));
+        }
+        Ok(s)
+    }
+
+    /// The first violation of `r` as an unsafe variant, if it has one.
+    fn caught(&mut self, variant: &str, r: &sim::Report) {
+        if let Some(v) = r.violations.first() {
+            let mut steps = v.trace.clone();
+            steps.push(format!(
+                "VIOLATION I{} on CPU{} at {} ({} ns): {}",
+                v.invariant, v.cpu, v.addr, v.time_ns, v.what
+            ));
+            self.unsafe_variants.push(Unsafe {
+                variant: variant.to_string(),
+                verdict: format!(
+                    "{} violation(s), the first of invariant {}",
+                    r.violations.len(),
+                    v.invariant
+                ),
+                steps,
+            });
+        }
+    }
+}
+
+/// How a published figure and the model's compare.
+#[derive(Clone, Copy)]
+enum Unit {
+    /// Microseconds per op: relative difference.
+    Us,
+    /// Event counts: relative difference.
+    Count,
+    /// A percentage: difference in percentage points.
+    Pct,
+}
+
+fn fmt_val(v: f64, u: Unit) -> String {
+    match u {
+        Unit::Us => format!("{v:.4} us/op"),
+        Unit::Count => format!("{v:.0}"),
+        Unit::Pct => format!("{v:+.1}%").replace('+', ""),
+    }
+}
+
+/// The header of every published-vs-model table.
+fn cmp_head() -> Vec<String> {
+    [
+        "variant",
+        "published",
+        "model",
+        "difference",
+        "source of the published figure",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// A published-vs-model row. With `base` (the published and model values
+/// of the baseline), each side also shows its change against its own
+/// baseline and the difference compares those changes (machines differ,
+/// so the direction and size of the change is what carries over).
+fn cmp_row(
+    variant: &str,
+    published: Option<f64>,
+    model: Option<f64>,
+    unit: Unit,
+    base: Option<(f64, f64)>,
+    source: &str,
+) -> Vec<String> {
+    let rel = |v: f64, b: f64| (v / b.max(1e-12) - 1.0) * 100.0;
+    let cell = |v: Option<f64>, b: Option<f64>| match (v, b) {
+        (None, _) => "—".to_string(),
+        (Some(v), Some(b)) => format!("{} ({:+.2}% vs base)", fmt_val(v, unit), rel(v, b)),
+        (Some(v), None) => fmt_val(v, unit),
+    };
+    let diff = match (published, model, base, unit) {
+        (Some(p), Some(m), Some((pb, mb)), _) => {
+            format!("{:+.2} pp (change vs base)", rel(m, mb) - rel(p, pb))
+        }
+        (Some(p), Some(m), None, Unit::Pct) => format!("{:+.1} pp", m - p),
+        (Some(p), Some(m), None, _) => format!("{:+.1}%", rel(m, p)),
+        _ => "—".to_string(),
+    };
+    vec![
+        variant.to_string(),
+        cell(published, base.map(|b| b.0)),
+        cell(model, base.map(|b| b.1)),
+        diff,
+        source.to_string(),
+    ]
+}
+
+/// The figures' and tables' sources.
+const SRC_A: &str = "[PATCH v7 12/14] x86/mm: Move flush_tlb_info back to the stack (Chuyi Zhou), madvise benchmark: avg usec/op, 128-CPU Ice Lake";
+const SRC_B: &str = "[PATCH v8 0/2] skip redundant sync IPIs when TLB flush sent them (Lance Yang, 2026-03-24): CAL row of /proc/interrupts, MADV_COLLAPSE of 20 GiB, 64 cores";
+const SRC_C: &str = "Huang Ying, arm64, mm: avoid TLBI broadcast in wp_page_reuse (cover letter): usemem score, perf cycles% of TLB-flush functions, 128-core arm64 server";
+const SRC_D: &str = "[RFC PATCH v1 0/4] riscv: mm: Defer tlb flush to context_switch (Xu Lu): IPIs in LTP mmapstress01";
+const SRC_D2: &str = "Xu Lu in the v1 thread: a separate patch that clears mm_cpumask when flushing a whole ASID, ~98k -> 268 IPIs in mmapstress01";
+
+/// Run the reduced seed experiments: one section per seed, with its tables.
+pub fn demo(opts: &RunOptions, iterations: u64) -> Result<Vec<Section>, Error> {
+    let mut sa = Section::new(
+        "seed-flush-tlb-info-on-stack",
+        true,
+        "x86: flush_tlb_info back on the stack (seed a)",
     );
+    let mut out = String::new();
 
     // Seed (a): flush_tlb_info back on the stack.
-    let mut base = load_scenario("flush-tlb-info-madvise")?;
+    let mut base = sa.scenario("flush-tlb-info-madvise")?;
     base.workload.iterations = iterations;
     let variants = [
         ("base (percpu)", "x86.flush_tlb_info=percpu", 2.5278),
@@ -67,6 +214,27 @@ pub fn demo(opts: &RunOptions, iterations: u64) -> Result<String, Error> {
             (r.model / rows[0].model - 1.0) * 100.0
         );
     }
+    let b0 = (rows[0].published, rows[0].model);
+    sa.tables.push(Table {
+        caption: format!(
+            "madvise(MADV_DONTNEED) loop, {} CPUs, {} busy threads, {} iterations",
+            base.machine.cpus, base.workload.threads, iterations
+        ),
+        head: cmp_head(),
+        rows: rows
+            .iter()
+            .map(|r| {
+                cmp_row(
+                    r.variant,
+                    Some(r.published),
+                    Some(r.model),
+                    Unit::Us,
+                    Some(b0),
+                    SRC_A,
+                )
+            })
+            .collect(),
+    });
     let aligned_ok = (rows[1].model / rows[0].model - 1.0).abs() < 0.005;
     let unaligned_ok = rows[2].model > rows[0].model && rows[2].model > rows[1].model;
     let _ = writeln!(
@@ -76,6 +244,19 @@ pub fn demo(opts: &RunOptions, iterations: u64) -> Result<String, Error> {
         yes(unaligned_ok)
     );
 
+    sa.text = std::mem::take(&mut out);
+    let mut w = Section::new(
+        "will-it-scale",
+        false,
+        "will-it-scale tlb_flush2: threads vs processes",
+    );
+    let mut wt = Table {
+        caption: "model only: one mm IPIs its other CPUs, separate mms do not".into(),
+        head: ["workload", "ops", "TLB IPIs", "TLB per op", "us/op"]
+            .map(String::from)
+            .to_vec(),
+        rows: Vec::new(),
+    };
     // The will-it-scale pair: shared mm IPIs, separate mms do not.
     let _ = writeln!(out, "== will-it-scale tlb_flush2: threads vs processes ==");
     let _ = writeln!(
@@ -84,7 +265,7 @@ pub fn demo(opts: &RunOptions, iterations: u64) -> Result<String, Error> {
         "workload", "ops", "TLB IPIs", "TLB per op", "us/op"
     );
     for name in ["tlb-flush-threads", "tlb-flush-processes"] {
-        let mut s = load_scenario(name)?;
+        let mut s = w.scenario(name)?;
         s.workload.iterations = (iterations / 100).max(20);
         let (r, _) = run_scenario(&s, opts)?;
         let o = r.main_op().expect("workload op");
@@ -98,9 +279,23 @@ pub fn demo(opts: &RunOptions, iterations: u64) -> Result<String, Error> {
             tlb as f64 / o.count as f64,
             o.latency_ns.mean / 1000.0
         );
+        wt.rows.push(vec![
+            name.to_string(),
+            o.count.to_string(),
+            tlb.to_string(),
+            format!("{:.2}", tlb as f64 / o.count as f64),
+            format!("{:.3}", o.latency_ns.mean / 1000.0),
+        ]);
     }
+    w.tables.push(wt);
+    w.text = std::mem::take(&mut out);
+    let mut b_sec = Section::new(
+        "seed-skip-redundant-sync-ipis",
+        true,
+        "mm: skip redundant tlb_remove_table_sync_one() IPIs (seed b)",
+    );
     // Seed (b): skip redundant tlb_remove_table_sync_one() IPIs.
-    let base = load_scenario("skip-sync-collapse")?;
+    let base = b_sec.scenario("skip-sync-collapse")?;
     let (before, _) = run_scenario(&base, opts)?;
     let (after, _) = run_scenario(
         &apply_variant(&base, "mm.skip_redundant_table_sync=true")?,
@@ -122,13 +317,39 @@ pub fn demo(opts: &RunOptions, iterations: u64) -> Result<String, Error> {
     );
     let _ = writeln!(out, "{:<22} {:>14} {:>14}", "before", 646_316, b);
     let _ = writeln!(out, "{:<22} {:>14} {:>14}", "after", 785, a);
+    let bb = Some((646_316.0, b as f64));
+    b_sec.tables.push(Table {
+        caption: format!(
+            "CAL row total, MADV_COLLAPSE of {} on {} CPUs",
+            base.workload.size, base.machine.cpus
+        ),
+        head: cmp_head(),
+        rows: vec![
+            cmp_row(
+                "before (upstream)",
+                Some(646_316.0),
+                Some(b as f64),
+                Unit::Count,
+                None,
+                SRC_B,
+            ),
+            cmp_row(
+                "after (skip redundant sync)",
+                Some(785.0),
+                Some(a as f64),
+                Unit::Count,
+                bb,
+                SRC_B,
+            ),
+        ],
+    });
     let _ = writeln!(
         out,
         "direction: more than two orders of magnitude fewer CAL interrupts: {}",
         yes(b >= 100 * a.max(1))
     );
     let h = apply_variant(
-        &load_scenario("hugetlb-unshare")?,
+        &b_sec.scenario("hugetlb-unshare")?,
         "workload.lazy_threads=2",
     )?;
     let mut found = Vec::new();
@@ -137,27 +358,58 @@ pub fn demo(opts: &RunOptions, iterations: u64) -> Result<String, Error> {
         "mm.skip_redundant_table_sync=true",
         "mm.skip_redundant_table_sync=true,mm.unshare_without_lazy_ipi=true",
     ] {
-        found.push(
-            run_scenario(&apply_variant(&h, v)?, opts)?
-                .0
-                .violations
-                .len(),
-        );
+        let r = run_scenario(&apply_variant(&h, v)?, opts)?.0;
+        let name = if v.is_empty() { "upstream" } else { v };
+        b_sec.caught(&format!("hugetlb-unshare, 2 lazy CPUs: {name}"), &r);
+        found.push(r.violations.len());
     }
     let _ = writeln!(
         out,
         "hugetlb-unshare with lazy CPUs: upstream -> {} violation(s) (a lazy CPU's PUD-entry cache outlives the unshare); seed -> {}; seed + unshare_without_lazy_ipi -> {}",
         found[0], found[1], found[2]
     );
-    preemptible_flush(&mut out, opts)?;
-    arm64_seed(&mut out, opts, iterations)?;
-    riscv_seed(&mut out, opts, iterations)?;
-    Ok(out)
+    b_sec.text = out;
+    preemptible_flush(&mut sa, opts)?;
+    Ok(vec![
+        sa,
+        w,
+        b_sec,
+        arm64_seed(opts, iterations)?,
+        riscv_seed(opts, iterations)?,
+    ])
+}
+
+/// What `tlblab demo` prints: the header and every section's text.
+pub fn text(sections: &[Section], iterations: u64) -> String {
+    let mut out =
+        format!("tlblab demo: each seed's experiment, reduced to {iterations} iterations\n\n");
+    for s in sections {
+        out.push_str(&s.text);
+    }
+    out
 }
 
 /// Seed (a) v7: the preemptible flush, seen from cyclictest.
-fn preemptible_flush(out: &mut String, opts: &RunOptions) -> Result<(), Error> {
-    let base = load_scenario("rt-latency")?;
+fn preemptible_flush(sec: &mut Section, opts: &RunOptions) -> Result<(), Error> {
+    let base = sec.scenario("rt-latency")?;
+    let out = &mut sec.text;
+    let mut t = Table {
+        caption: format!(
+            "model only: cyclictest wake-up latency next to a madvise storm, {} CPUs, PREEMPT",
+            base.machine.cpus
+        ),
+        head: [
+            "variant",
+            "p50 us",
+            "p99 us",
+            "p99.9 us",
+            "max us",
+            "madvise/s",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: Vec::new(),
+    };
     let _ = writeln!(
         out,
         "\n== x86: preemptible flush (cyclictest next to a madvise storm, {} CPUs, PREEMPT, IRQ-off windows {}/s with a {}% long tail) ==",
@@ -195,7 +447,18 @@ fn preemptible_flush(out: &mut String, opts: &RunOptions) -> Result<(), Error> {
             l.max as f64 / 1e3,
             find("madvise").map_or(0.0, |o| o.per_sec)
         );
+        let us = |ns: u64| format!("{:.1}", ns as f64 / 1e3);
+        t.rows.push(vec![
+            name.to_string(),
+            us(l.p50),
+            us(l.p99),
+            us(l.p999),
+            us(l.max),
+            format!("{:.0}", find("madvise").map_or(0.0, |o| o.per_sec)),
+        ]);
     }
+    sec.tables.push(t);
+    let out = &mut sec.text;
     let _ = writeln!(
         out,
         "direction: the latency tail falls with the preemptible flush: {}",
@@ -205,8 +468,16 @@ fn preemptible_flush(out: &mut String, opts: &RunOptions) -> Result<(), Error> {
 }
 
 /// Seed (c): arm64 local TLBI in the write-protect fault reuse path.
-fn arm64_seed(out: &mut String, opts: &RunOptions, iterations: u64) -> Result<(), Error> {
+fn arm64_seed(opts: &RunOptions, iterations: u64) -> Result<Section, Error> {
     const SEED: &str = "arm64.wp_reuse_flush=local,arm64.spurious_fault_flush=local";
+    let mut sec = Section::new(
+        "seed-arm64-local-tlbi-wp-fault",
+        true,
+        "arm64: local TLBI when wp_page_reuse upgrades a PTE (seed c)",
+    );
+    sec.scenario("usemem-fork-exec")?;
+    let mut out = String::new();
+    let out = &mut out;
     let mut base = reduced_usemem()?;
     base.workload.iterations = (iterations / 200).clamp(40, 100);
     let _ = writeln!(
@@ -227,6 +498,7 @@ fn arm64_seed(out: &mut String, opts: &RunOptions, iterations: u64) -> Result<()
         "throughput"
     );
     let mut gains = Vec::new();
+    let mut at128 = (0.0, 0.0);
     for cpus in [8u32, 64, 128] {
         let mut s = base.clone();
         s.machine.cpus = cpus;
@@ -235,6 +507,7 @@ fn arm64_seed(out: &mut String, opts: &RunOptions, iterations: u64) -> Result<()
         let per = |r: &sim::Report| r.main_op().map_or(0.0, |o| o.per_sec);
         let gain = per(&p) / per(&b) - 1.0;
         gains.push(gain);
+        at128 = (b.cycles.flush_share * 100.0, p.cycles.flush_share * 100.0);
         let _ = writeln!(
             out,
             "{:<8} {:>15.2}% {:>15.2}% {:>16} {:>16} {:>+11.1}%",
@@ -255,8 +528,27 @@ fn arm64_seed(out: &mut String, opts: &RunOptions, iterations: u64) -> Result<()
         "direction: gain positive and growing with cores: {}",
         yes(gains.windows(2).all(|w| w[1] > w[0]) && gains[0] > 0.0)
     );
-    let race = load_scenario("cow-reuse-race")?;
+    let g = gains.last().copied().unwrap_or(0.0) * 100.0;
+    sec.tables.push(Table {
+        caption: format!(
+            "usemem {} threads, {}, fork+exec every {} ms, 128 cores (the seed: 100 GB, every 40 s)",
+            base.workload.threads,
+            base.workload.size,
+            base.workload.period_us / 1000
+        ),
+        head: cmp_head(),
+        rows: vec![
+            cmp_row("upstream: TLB-flush share of cycles", Some(50.5), Some(at128.0), Unit::Pct, None, SRC_C),
+            cmp_row("seed: TLB-flush share of cycles", Some(0.3), Some(at128.1), Unit::Pct, None, SRC_C),
+            cmp_row("seed: throughput gain", Some(40.6), Some(g), Unit::Pct, None, SRC_C),
+        ],
+    });
+    let race = sec.scenario("cow-reuse-race")?;
     let (unsafe_r, _) = run_scenario(&apply_variant(&race, "arm64.wp_reuse_flush=local")?, opts)?;
+    sec.caught(
+        "cow-reuse-race: arm64.wp_reuse_flush=local without the spurious-fault flush",
+        &unsafe_r,
+    );
     let (safe_r, _) = run_scenario(&apply_variant(&race, SEED)?, opts)?;
     let livelocks = unsafe_r
         .violations
@@ -270,7 +562,8 @@ fn arm64_seed(out: &mut String, opts: &RunOptions, iterations: u64) -> Result<()
         safe_r.violations.len(),
         safe_r.spurious_faults
     );
-    Ok(())
+    sec.text = std::mem::take(out);
+    Ok(sec)
 }
 
 /// The usemem scenario at a quarter of its size, with the fork period
@@ -283,8 +576,15 @@ fn reduced_usemem() -> Result<machine::Scenario, Error> {
 }
 
 /// Seed (d): RISC-V deferred remote flushes.
-fn riscv_seed(out: &mut String, opts: &RunOptions, iterations: u64) -> Result<(), Error> {
-    let mut base = load_scenario("mmapstress01")?;
+fn riscv_seed(opts: &RunOptions, iterations: u64) -> Result<Section, Error> {
+    let mut sec = Section::new(
+        "seed-riscv-defer-flush-to-context-switch",
+        true,
+        "RISC-V: defer remote flushes to context switch (seed d)",
+    );
+    let mut out = String::new();
+    let out = &mut out;
+    let mut base = sec.scenario("mmapstress01")?;
     // The masks need a few hundred forks to grow: never fewer than 1000.
     base.workload.iterations = (iterations / 10).clamp(1000, 2000);
     let _ = writeln!(
@@ -331,8 +631,36 @@ fn riscv_seed(out: &mut String, opts: &RunOptions, iterations: u64) -> Result<()
     }
     let _ = writeln!(
         out,
-        "(published: ~108k -> ~46k with deferral; a separate run ~98k -> 268 with mask clearing)"
+        "(published: ~108k -> ~46k with deferral; 268 is a different patch (mask clearing) from a ~98k baseline: not the threshold variant above)"
     );
+    let m = |i: usize| Some(ipis[i] as f64);
+    let base_pm = Some((108_000.0, ipis[0] as f64));
+    sec.tables.push(Table {
+        caption: format!(
+            "flush IPIs (CAL row), LTP mmapstress01, {} harts, {} forks",
+            base.machine.cpus, base.workload.iterations
+        ),
+        head: cmp_head(),
+        rows: vec![
+            cmp_row("upstream", Some(108_000.0), m(0), Unit::Count, None, SRC_D),
+            cmp_row("defer to context switch", Some(46_000.0), m(1), Unit::Count, base_pm, SRC_D),
+            cmp_row(
+                "defer + clear mm_cpumask (threshold 4)",
+                None,
+                m(2),
+                Unit::Count,
+                base_pm,
+                "none: no published figure for this variant",
+            ),
+            vec![
+                "a different patch: clear mm_cpumask on whole-ASID flushes (not this model's variant; from a ~98k baseline)".into(),
+                "268 (from ~98k: -99.73%)".into(),
+                "—".into(),
+                "not like-for-like".into(),
+                SRC_D2.into(),
+            ],
+        ],
+    });
     let _ = writeln!(
         out,
         "direction: deferral cuts IPIs by more than a third: {}",
@@ -342,9 +670,10 @@ fn riscv_seed(out: &mut String, opts: &RunOptions, iterations: u64) -> Result<()
         ("defer-race", "riscv.unordered_enqueue=true"),
         ("vmalloc-race", "riscv.defer_kernel_flush=true"),
     ] {
-        let s = load_scenario(sc)?;
+        let s = sec.scenario(sc)?;
         let (ok, _) = run_scenario(&s, opts)?;
         let (b, _) = run_scenario(&apply_variant(&s, bad)?, opts)?;
+        sec.caught(&format!("{sc}: {bad}"), &b);
         let _ = writeln!(
             out,
             "{sc}: seed's rules -> {} violations; {bad} -> {} violation(s)",
@@ -352,12 +681,25 @@ fn riscv_seed(out: &mut String, opts: &RunOptions, iterations: u64) -> Result<()
             b.violations.len()
         );
     }
-    Ok(())
+    sec.text = std::mem::take(out);
+    Ok(sec)
 }
 
 /// The exhaustive checker's catalogue as a table, and whether every verdict
 /// was the expected one.
-pub fn checks() -> Result<(String, bool), Error> {
+pub fn checks() -> Result<(Section, bool), Error> {
+    let mut sec = Section::new(
+        "checks",
+        false,
+        "tlblab check --all: every interleaving of small configurations",
+    );
+    let mut table = Table {
+        caption: "the checker's catalogue: expected and found verdicts".into(),
+        head: ["check", "expected", "verdict", "states"]
+            .map(String::from)
+            .to_vec(),
+        rows: Vec::new(),
+    };
     let mut out = String::from("\n== tlblab check --all ==\n");
     let _ = writeln!(
         out,
@@ -379,14 +721,50 @@ pub fn checks() -> Result<(String, bool), Error> {
             "{:<32} {:>8} {:>8} {:>8}",
             c.name, want, o.verdict, o.states
         );
+        table.rows.push(vec![
+            c.name.to_string(),
+            want.to_string(),
+            o.verdict.to_string(),
+            o.states.to_string(),
+        ]);
+        if o.verdict == "unsafe" {
+            sec.unsafe_variants.push(Unsafe {
+                variant: format!("{} ({})", c.name, c.about),
+                verdict: format!("unsafe: a counterexample of {} steps", o.depth),
+                steps: o.counterexample.clone(),
+            });
+        }
     }
     let _ = writeln!(out, "every verdict as expected: {}", yes(ok));
-    Ok((out, ok))
+    sec.tables.push(table);
+    sec.text = out;
+    Ok((sec, ok))
 }
 
-/// The demo's figures from sweeps (reduced sizes), as inline SVGs.
-pub fn figures(opts: &RunOptions) -> Result<Vec<(String, String)>, Error> {
-    use crate::plot::{line_chart, Series};
+/// A figure of the report, in the section `section`.
+pub struct Figure {
+    pub section: &'static str,
+    pub caption: String,
+    pub svg: String,
+}
+
+/// A published point as a one-point series.
+fn published(name: &str, x: f64, y: f64) -> crate::plot::Series {
+    crate::plot::Series {
+        name: name.to_string(),
+        points: vec![(x, y)],
+    }
+}
+
+/// The demo's figures from sweeps (reduced sizes), as inline SVGs, with the
+/// published points drawn where a seed published a comparable figure.
+pub fn figures(opts: &RunOptions) -> Result<Vec<Figure>, Error> {
+    use crate::plot::{line_chart, line_chart_published, Series};
+    let fig = |section, caption: &str, svg| Figure {
+        section,
+        caption: caption.to_string(),
+        svg,
+    };
     use crate::sweep::{sweep, Axis};
     let mut figs = Vec::new();
     let mut collapse = load_scenario("skip-sync-collapse")?;
@@ -404,9 +782,12 @@ pub fn figures(opts: &RunOptions) -> Result<Vec<(String, String)>, Error> {
     };
     let cal = |r: &crate::sweep::Row| r.cal_total as f64 / 1024.0;
     let ms = |r: &crate::sweep::Row| r.us_per_op / 1000.0;
-    figs.push((
-        "CAL interrupts per 2 MiB collapse (MADV_COLLAPSE of 2 GiB)".to_string(),
-        line_chart(
+    // The v8 cover letter: 20 GiB = 10240 collapses on 64 cores.
+    let per_collapse = |cal: f64| cal / 10240.0;
+    figs.push(fig(
+        "seed-skip-redundant-sync-ipis",
+        "CAL interrupts per 2 MiB collapse (MADV_COLLAPSE of 2 GiB); diamonds: the v8 cover letter's 20 GiB run on 64 cores, per collapse",
+        line_chart_published(
             "CAL per collapse vs CPUs",
             "CPUs",
             "CAL interrupts per collapse",
@@ -420,11 +801,16 @@ pub fn figures(opts: &RunOptions) -> Result<Vec<(String, String)>, Error> {
                     points: by("true", cal),
                 },
             ],
+            &[
+                published("upstream (v8)", 64.0, per_collapse(646_316.0)),
+                published("with the series (v8)", 64.0, per_collapse(785.0)),
+            ],
         )
         .map_err(Error::Config)?,
     ));
-    figs.push((
-        "Time to collapse 2 GiB".to_string(),
+    figs.push(fig(
+        "seed-skip-redundant-sync-ipis",
+        "Time to collapse 2 GiB",
         line_chart(
             "MADV_COLLAPSE of 2 GiB vs CPUs",
             "CPUs",
@@ -455,8 +841,9 @@ pub fn figures(opts: &RunOptions) -> Result<Vec<(String, String)>, Error> {
             .map(|r| (r.values[1].1.parse().unwrap_or(0.0), r.tlb_per_op))
             .collect()
     };
-    figs.push((
-        "will-it-scale tlb_flush2: TLB shootdown IPIs per madvise".to_string(),
+    figs.push(fig(
+        "will-it-scale",
+        "will-it-scale tlb_flush2: TLB shootdown IPIs per madvise",
         line_chart(
             "TLB IPIs per op vs tasks (64 CPUs)",
             "tasks",
@@ -484,9 +871,9 @@ pub fn figures(opts: &RunOptions) -> Result<Vec<(String, String)>, Error> {
         run_scenario(&rt, opts)?.0,
         run_scenario(&apply_variant(&rt, &variants[1])?, opts)?.0,
     ];
-    figs.push((
-        "x86 cyclictest wake-up latency next to a madvise storm: upstream vs the preemptible flush"
-            .to_string(),
+    figs.push(fig(
+        "seed-flush-tlb-info-on-stack",
+        "x86 cyclictest wake-up latency next to a madvise storm: upstream vs the preemptible flush",
         crate::plot::latency_cdf("rt-latency", &variants, &reports).map_err(Error::Config)?,
     ));
     // Seed (c): share of busy time in TLB maintenance against cores.
@@ -504,9 +891,10 @@ pub fn figures(opts: &RunOptions) -> Result<Vec<(String, String)>, Error> {
             .map(|r| (r.values[1].1.parse().unwrap_or(0.0), r.flush_share * 100.0))
             .collect()
     };
-    figs.push((
-        "arm64 usemem with fork/exec: busy time in TLB maintenance (broadcast TLBI + DSB ISH waits)".to_string(),
-        line_chart(
+    figs.push(fig(
+        "seed-arm64-local-tlbi-wp-fault",
+        "arm64 usemem with fork/exec: busy time in TLB maintenance (broadcast TLBI + DSB ISH waits); diamonds: the cover letter's perf cycles% on its 128-core server",
+        line_chart_published(
             "TLB maintenance share vs cores (arm64)",
             "cores",
             "% of busy CPU time",
@@ -519,6 +907,10 @@ pub fn figures(opts: &RunOptions) -> Result<Vec<(String, String)>, Error> {
                     name: "seed: local reuse flush".into(),
                     points: share("local"),
                 },
+            ],
+            &[
+                published("upstream", 128.0, 50.5),
+                published("with the patch", 128.0, 0.3),
             ],
         )
         .map_err(Error::Config)?,
@@ -549,10 +941,10 @@ pub fn figures(opts: &RunOptions) -> Result<Vec<(String, String)>, Error> {
             .map(|r| (r.values[1].1.parse().unwrap_or(0.0), r.cal_total as f64))
             .collect()
     };
-    figs.push((
-        "RISC-V LTP mmapstress01 on 64 harts: TLB-flush IPIs (CAL row) against children forked"
-            .to_string(),
-        line_chart(
+    figs.push(fig(
+        "seed-riscv-defer-flush-to-context-switch",
+        "RISC-V LTP mmapstress01 on 64 harts: TLB-flush IPIs (CAL row) against children forked; diamonds: the RFC's ~108k and ~46k (drawn at the scenario's 2000 forks; the mask-clearing 268 is a different patch and is not drawn)",
+        line_chart_published(
             "flush IPIs vs children forked (RISC-V, 64 harts)",
             "children forked",
             "IPIs",
@@ -570,37 +962,209 @@ pub fn figures(opts: &RunOptions) -> Result<Vec<(String, String)>, Error> {
                     points: ipi(&rows_thr, "4"),
                 },
             ],
+            &[
+                published("upstream (RFC v1)", 2000.0, 108_000.0),
+                published("deferral (RFC v1)", 2000.0, 46_000.0),
+            ],
         )
         .map_err(Error::Config)?,
     ));
     Ok(figs)
 }
 
-/// Write a self-contained HTML report; returns its path.
-pub fn write_report(dir: &str, tables: &str, figs: &[(String, String)]) -> Result<String, Error> {
-    let esc = |s: &str| {
-        s.replace('&', "&amp;")
-            .replace('<', "&lt;")
-            .replace('>', "&gt;")
-    };
-    let mut html = String::from(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>tlblab report</title>\
-         <style>body{font-family:sans-serif;max-width:980px;margin:2em auto}pre{background:#f6f6f6;padding:1em;overflow-x:auto}\
-         figure{margin:1.5em 0}</style></head><body><h1>tlblab report</h1>",
-    );
-    html.push_str("<h2>Seed results</h2><pre>");
-    html.push_str(&esc(tables));
-    html.push_str("</pre><h2>Figures</h2>");
-    for (caption, svg) in figs {
-        html.push_str("<figure>");
-        html.push_str(svg);
-        html.push_str(&format!(
-            "<figcaption>{}</figcaption></figure>",
-            esc(caption)
+/// Facts about the run, for the report's header.
+pub struct Meta {
+    pub version: String,
+    /// `git rev-parse HEAD` where the binary runs in a checkout.
+    pub commit: Option<String>,
+    /// The cost profile of each architecture (name and description).
+    pub profiles: Vec<(String, String)>,
+    pub command: String,
+}
+
+impl Meta {
+    /// This build and checkout, for a demo of `iterations` iterations.
+    pub fn current(iterations: u64) -> Meta {
+        use machine::scenario::Arch;
+        let commit = std::process::Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .filter(|c| !c.is_empty());
+        Meta {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            commit,
+            profiles: [Arch::X86, Arch::Arm64, Arch::Riscv]
+                .into_iter()
+                .map(|a| {
+                    let p = machine::CostProfile::default_for(a);
+                    (format!("{} ({})", p.name, a.name()), p.description)
+                })
+                .collect(),
+            command: format!("tlblab demo --iterations {iterations}"),
+        }
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn html_table(t: &Table) -> String {
+    let mut h = format!("<table><caption>{}</caption><thead><tr>", esc(&t.caption));
+    for c in &t.head {
+        h.push_str(&format!("<th>{}</th>", esc(c)));
+    }
+    h.push_str("</tr></thead><tbody>");
+    for r in &t.rows {
+        h.push_str("<tr>");
+        for c in r {
+            h.push_str(&format!("<td>{}</td>", esc(c)));
+        }
+        h.push_str("</tr>");
+    }
+    h.push_str("</tbody></table>");
+    h
+}
+
+fn html_meta(m: &Meta, sections: &[Section]) -> String {
+    let mut rows = vec![
+        ("version".to_string(), m.version.clone()),
+        (
+            "git commit".to_string(),
+            m.commit
+                .clone()
+                .unwrap_or_else(|| "unknown (not run in a git checkout)".into()),
+        ),
+    ];
+    for (name, about) in &m.profiles {
+        rows.push(("cost profile".into(), format!("{name}: {about}")));
+    }
+    let mut seeds: Vec<String> = sections
+        .iter()
+        .flat_map(|s| s.scenarios.iter().map(|(n, seed)| format!("{n}: {seed}")))
+        .collect();
+    seeds.dedup();
+    rows.push(("seed (scenario: seed)".into(), seeds.join(", ")));
+    rows.push(("command to reproduce".into(), m.command.clone()));
+    let mut h = String::from("<section id=\"run\"><h2>This run</h2><table class=\"meta\"><tbody>");
+    for (k, v) in rows {
+        h.push_str(&format!(
+            "<tr><th>{}</th><td>{}</td></tr>",
+            esc(&k),
+            esc(&v)
         ));
     }
-    html.push_str("</body></html>\n");
+    h.push_str("</tbody></table></section>");
+    h
+}
+
+/// A link from the report directory to `docs/{page}.md` of the checkout.
+fn doc_link(dir: &str, page: &str) -> String {
+    let target = std::path::Path::new("docs").join(format!("{page}.md"));
+    let rel = std::fs::canonicalize(dir)
+        .ok()
+        .zip(std::fs::canonicalize(&target).ok())
+        .map(|(from, to)| {
+            let common = from
+                .components()
+                .zip(to.components())
+                .take_while(|(a, b)| a == b)
+                .count();
+            let ups = from.components().count() - common;
+            let mut p = "../".repeat(ups);
+            let rest: Vec<String> = to
+                .components()
+                .skip(common)
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            p.push_str(&rest.join("/"));
+            p
+        });
+    rel.unwrap_or_else(|| format!("docs/{page}.md"))
+}
+
+fn html_section(dir: &str, s: &Section, figs: &[Figure]) -> String {
+    let mut h = format!("<section id=\"{}\"><h2>{}</h2>", s.id, esc(&s.title));
+    if let Some(page) = s.doc {
+        h.push_str(&format!(
+            "<p class=\"doc\">What is modelled and how the figures compare: <a href=\"{}\">docs/{page}.md</a></p>",
+            esc(&doc_link(dir, page))
+        ));
+    }
+    for t in &s.tables {
+        h.push_str(&html_table(t));
+    }
+    for f in figs.iter().filter(|f| f.section == s.id) {
+        h.push_str(&format!(
+            "<figure>{}<figcaption>{}</figcaption></figure>",
+            f.svg,
+            esc(&f.caption)
+        ));
+    }
+    for u in &s.unsafe_variants {
+        h.push_str(&format!(
+            "<details class=\"unsafe\"><summary>{}: {}</summary><ol>",
+            esc(&u.variant),
+            esc(&u.verdict)
+        ));
+        for step in &u.steps {
+            h.push_str(&format!("<li>{}</li>", esc(step)));
+        }
+        h.push_str("</ol></details>");
+    }
+    if !s.scenarios.is_empty() {
+        let names: Vec<String> = s
+            .scenarios
+            .iter()
+            .map(|(n, seed)| format!("scenarios/{n}.toml (seed {seed})"))
+            .collect();
+        h.push_str(&format!(
+            "<p class=\"scenarios\">Scenarios: {}</p>",
+            esc(&names.join(", "))
+        ));
+    }
+    h.push_str(&format!(
+        "<details class=\"text\"><summary>as printed by tlblab demo</summary><pre>{}</pre></details></section>",
+        esc(&s.text)
+    ));
+    h
+}
+
+/// Write a self-contained HTML report; returns its path.
+pub fn write_report(
+    dir: &str,
+    meta: &Meta,
+    sections: &[Section],
+    figs: &[Figure],
+) -> Result<String, Error> {
     std::fs::create_dir_all(dir).map_err(|e| Error::Io(format!("{dir}: {e}")))?;
+    let mut html = String::from(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"/><title>tlblab report</title>\
+         <style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}pre{background:#f6f6f6;padding:1em;overflow-x:auto}\
+         table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}\
+         caption{text-align:left;font-style:italic;padding:.3em 0}figure{margin:1.5em 0}details{margin:.5em 0}\
+         details.unsafe summary{color:#a00}li{font-family:monospace;font-size:90%}</style></head><body><h1>tlblab report</h1>",
+    );
+    html.push_str(&html_meta(meta, sections));
+    html.push_str("<nav><ul>");
+    for s in sections {
+        html.push_str(&format!(
+            "<li><a href=\"#{}\">{}</a></li>",
+            s.id,
+            esc(&s.title)
+        ));
+    }
+    html.push_str("</ul></nav>");
+    for s in sections {
+        html.push_str(&html_section(dir, s, figs));
+    }
+    html.push_str("</body></html>\n");
     let path = format!("{dir}/index.html");
     std::fs::write(&path, html).map_err(|e| Error::Io(format!("{path}: {e}")))?;
     Ok(path)

@@ -190,6 +190,9 @@ enum Cmd {
         /// Iterations of the madvise experiment (others scale from it).
         #[arg(long, default_value_t = 20000)]
         iterations: u64,
+        /// Directory for index.html.
+        #[arg(long, default_value = "target/tlblab-report")]
+        out: String,
     },
 }
 
@@ -742,7 +745,7 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
                 );
             }
         }
-        Cmd::Demo { iterations } => {
+        Cmd::Demo { iterations, out } => {
             if iterations == 0 || iterations > 10_000_000 {
                 return Err(Error::Range(format!(
                     "--iterations {iterations} (allowed 1..=10000000)"
@@ -765,18 +768,19 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
             bar.enable_steady_tick(std::time::Duration::from_millis(200));
             bar.set_message("seed experiments and check --all");
             // The seed runs and the exhaustive checks are independent.
-            let (tables, checks) = rayon::join(
+            let (sections, checks) = rayon::join(
                 || tlblab::demo::demo(&opts, iterations),
                 tlblab::demo::checks,
             );
-            let mut tables = tables?;
-            tables.push_str(&checks?.0);
+            let mut sections = sections?;
+            sections.push(checks?.0);
             bar.inc(1);
             bar.set_message("figure sweeps");
             let figs = tlblab::demo::figures(&opts)?;
             bar.finish_and_clear();
-            print!("{tables}");
-            let path = tlblab::demo::write_report("target/tlblab-report", &tables, &figs)?;
+            print!("{}", tlblab::demo::text(&sections, iterations));
+            let meta = tlblab::demo::Meta::current(iterations);
+            let path = tlblab::demo::write_report(&out, &meta, &sections, &figs)?;
             println!("\nreport: {path}");
         }
     }

@@ -15,12 +15,25 @@ pub fn line_chart(
     y_label: &str,
     series: &[Series],
 ) -> Result<String, String> {
+    line_chart_published(title, x_label, y_label, series, &[])
+}
+
+/// [`line_chart`] with published figures drawn as large hollow diamonds
+/// (one legend entry per published series), next to the model's lines.
+pub fn line_chart_published(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    published: &[Series],
+) -> Result<String, String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (640, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
-        let ys = series.iter().flat_map(|s| s.points.iter().map(|p| p.1));
+        let all = || series.iter().chain(published);
+        let xs = all().flat_map(|s| s.points.iter().map(|p| p.0));
+        let ys = all().flat_map(|s| s.points.iter().map(|p| p.1));
         let (x0, x1) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
         let y1 = ys.fold(0.0f64, f64::max).max(1.0) * 1.1;
         let mut chart = ChartBuilder::on(&root)
@@ -52,6 +65,31 @@ pub fn line_chart(
             chart
                 .draw_series(s.points.iter().map(|p| Circle::new(*p, 3, c.filled())))
                 .map_err(|e| e.to_string())?;
+        }
+        for (i, s) in published.iter().enumerate() {
+            let c = palette[i % palette.len()];
+            chart
+                .draw_series(s.points.iter().map(|p| {
+                    EmptyElement::at(*p)
+                        + PathElement::new(
+                            vec![(0, -7), (7, 0), (0, 7), (-7, 0), (0, -7)],
+                            c.stroke_width(2),
+                        )
+                }))
+                .map_err(|e| e.to_string())?
+                .label(format!("published: {}", s.name))
+                .legend(move |(x, y)| {
+                    PathElement::new(
+                        vec![
+                            (x + 10, y - 6),
+                            (x + 16, y),
+                            (x + 10, y + 6),
+                            (x + 4, y),
+                            (x + 10, y - 6),
+                        ],
+                        c.stroke_width(2),
+                    )
+                });
         }
         chart
             .configure_series_labels()

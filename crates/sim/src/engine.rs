@@ -436,13 +436,14 @@ impl Sim {
         fx.clear();
         fx.tracing = self.opts.trace_depth > 0 || self.on_step.is_some();
         self.world.now = self.now;
+        let nviol = self.world.violations.len();
         self.world.step(cpu, kind, &mut fx);
         let dur = self.price(cpu, &fx);
         let c = cpu as usize;
         self.busy_until[c] = self.busy_until[c].max(self.now) + dur;
         self.trace_labels(cpu, &fx);
         if self.on_step.is_some() {
-            self.notify(cpu, kind, dur, &fx, self.world.violations.len());
+            self.notify(cpu, kind, dur, &fx, nviol);
         }
         self.fx = fx;
     }
