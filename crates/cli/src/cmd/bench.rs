@@ -1,0 +1,130 @@
+//! `tlblab bench`: the real workload on this host's kernel, optionally next to the model.
+
+use machine::Error;
+use tlblab::{load_scenario, run_scenario, RunOptions};
+
+#[derive(clap::Args)]
+pub struct Args {
+    workload: String,
+    #[arg(long, default_value_t = 100_000)]
+    iterations: u64,
+    /// Busy threads (madvise_dontneed; default one per other CPU, at most 3),
+    /// tasks (tlb_flush_threads: same default; tlb_flush_processes: one per
+    /// CPU, at most 4), children alive (mmapstress01: LTP's min(cpus-1, 20)).
+    #[arg(long)]
+    threads: Option<u32>,
+    /// Also simulate the same workload at the host's CPU count and compare.
+    #[arg(long)]
+    vs_model: bool,
+    /// Do not count tlb:tlb_flush through tracefs (the tracepoint slows each flush).
+    #[arg(long)]
+    no_trace: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn main(args: Args) -> Result<u8, Error> {
+    let Args {
+        workload,
+        iterations,
+        threads,
+        vs_model,
+        no_trace,
+        json,
+    } = args;
+    let ncpu = std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1);
+    // Busy threads for madvise_dontneed; tasks (one per CPU) for the
+    // tlb_flush pair; children alive at once for mmapstress01.
+    let threads = threads.unwrap_or(match workload.as_str() {
+        "tlb_flush_processes" => ncpu.min(4),
+        "mmapstress01" => bench::mmapstress::default_children(ncpu as usize),
+        _ => (ncpu - 1).min(3),
+    });
+    let host = bench::run_with(&workload, threads, iterations, !no_trace)?;
+    let n = host.op_count().max(1) as f64;
+    let model = if vs_model {
+        let mut s = load_scenario("default")?;
+        s.set(&format!("machine.cpus={ncpu}"))?;
+        s.set(&format!("workload.name={workload}"))?;
+        s.set(&format!("workload.threads={threads}"))?;
+        // The region or file the host program uses (bench::run).
+        match workload.as_str() {
+            "tlb_flush_threads" | "tlb_flush_processes" | "lat_pagefault" | "lat_mmap" => {
+                s.set("workload.size=1MiB")?
+            }
+            "mmapstress01" => s.set("workload.size=4KiB")?,
+            _ => {}
+        }
+        // mmapstress01's iterations are children forked (the host caps them at 2000).
+        let cap = if workload == "mmapstress01" {
+            2000
+        } else {
+            200_000
+        };
+        s.set(&format!("workload.iterations={}", iterations.min(cap)))?;
+        Some(run_scenario(&s, &RunOptions::default())?.0)
+    } else {
+        None
+    };
+    if json {
+        let v = serde_json::json!({"host": host, "model": model});
+        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        return Ok(0);
+    }
+    let t = &host.interrupt_totals;
+    println!(
+        "host {} ({} CPUs), {workload}, threads {threads}, {} ops",
+        host.host["kernel"].as_str().unwrap_or("?"),
+        ncpu,
+        host.op_count()
+    );
+    println!(
+        "{:<14} {:>12} {:>12} {:>8}",
+        "metric", "host", "model", "ratio"
+    );
+    let rows: Vec<(&str, f64, Option<f64>)> = vec![
+        (
+            "us/op",
+            host.us_per_op(),
+            model
+                .as_ref()
+                .and_then(|m| m.main_op())
+                .map(|o| o.latency_ns.mean / 1000.0),
+        ),
+        (
+            "TLB per op",
+            t["TLB"] as f64 / n,
+            model.as_ref().map(|m| {
+                m.interrupt_totals["TLB"] as f64 / m.main_op().map_or(1, |o| o.count) as f64
+            }),
+        ),
+        (
+            "CAL per op",
+            t["CAL"] as f64 / n,
+            model.as_ref().map(|m| {
+                m.interrupt_totals["CAL"] as f64 / m.main_op().map_or(1, |o| o.count) as f64
+            }),
+        ),
+    ];
+    for (name, h, m) in rows {
+        match m {
+            Some(m) => println!("{name:<14} {h:>12.4} {m:>12.4} {:>8.3}", m / h.max(1e-12)),
+            None => println!("{name:<14} {h:>12.4}"),
+        }
+    }
+    let flushes: Vec<String> = host
+        .tlb_flush
+        .iter()
+        .filter(|(_, v)| **v > 0)
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    if !flushes.is_empty() {
+        println!("tlb:tlb_flush  {}", flushes.join(", "));
+    }
+    if let Some(note) = host.host["tracefs"].as_str() {
+        println!("tracefs: {note}");
+    }
+    Ok(0)
+}

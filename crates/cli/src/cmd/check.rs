@@ -1,0 +1,143 @@
+//! `tlblab check`: every interleaving of a catalogue configuration.
+
+use machine::Error;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A check from the catalogue (`tlblab check --all` lists them).
+    name: Option<String>,
+    /// Run the whole catalogue and print a verdict table.
+    #[arg(long)]
+    all: bool,
+    /// Override a setting of the check's scenario (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    #[arg(long, default_value_t = 400)]
+    max_depth: usize,
+    #[arg(long, default_value_t = 2_000_000)]
+    max_states: usize,
+    /// Symmetry reduction over the check's interchangeable CPUs (where
+    /// it declares some): `off` explores every renamed copy, to compare.
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    symmetry: String,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn main(args: Args) -> Result<u8, Error> {
+    let Args {
+        name,
+        all,
+        set,
+        max_depth,
+        max_states,
+        symmetry,
+        json,
+    } = args;
+    let bounds = check::Bounds {
+        max_depth,
+        max_states,
+    };
+    let symmetry = symmetry == "on";
+    if all {
+        return check_all(&set, bounds, symmetry, json);
+    }
+    let name = name.ok_or_else(|| Error::Config("tlblab check needs a NAME or --all".into()))?;
+    let c = check::configs::find(&name)?;
+    let o = check::configs::run(c, &set, bounds, symmetry)?;
+    let sym = match (o.symmetry.is_empty(), c.sym.is_empty()) {
+        (false, _) => format!(" (symmetry: {})", check::groups_text(&o.symmetry)),
+        (true, false) => " (symmetry off)".to_string(),
+        (true, true) => String::new(),
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"check": name, "outcome": o}))
+                .expect("json")
+        );
+    } else if o.verdict == "unsafe" {
+        println!(
+            "unsafe: {} states, {} transitions, counterexample of {} steps, {:.2} s{sym}",
+            o.states, o.transitions, o.depth, o.seconds
+        );
+        for l in &o.counterexample {
+            println!("  {l}");
+        }
+    } else {
+        println!(
+            "{}: {} states, {} transitions, depth {}, {:.2} s, {:.0} states/s{sym}",
+            o.verdict,
+            o.states,
+            o.transitions,
+            o.depth,
+            o.seconds,
+            o.states as f64 / o.seconds.max(1e-9)
+        );
+    }
+    Ok(u8::from(o.verdict == "unsafe"))
+}
+
+fn check_all(
+    set: &[String],
+    bounds: check::Bounds,
+    symmetry: bool,
+    json: bool,
+) -> Result<u8, Error> {
+    let mut rows = Vec::new();
+    let mut ok = true;
+    for c in check::configs::CATALOGUE {
+        let o = check::configs::run(c, set, bounds, symmetry)?;
+        let expected = if c.expect_safe { "safe" } else { "unsafe" };
+        let pass = o.verdict == expected;
+        ok &= pass;
+        rows.push((c, expected, pass, o));
+    }
+    if json {
+        let v: Vec<_> = rows
+            .iter()
+            .map(|(c, e, p, o)| serde_json::json!({"check": c.name, "expected": e, "pass": p, "outcome": o}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+    } else {
+        println!(
+            "{:<32} {:>8} {:>8} {:>9} {:>11} {:>6} {:>8} {:>12} {:>9}  ",
+            "check",
+            "expected",
+            "verdict",
+            "states",
+            "transitions",
+            "depth",
+            "seconds",
+            "states/s",
+            "symmetry"
+        );
+        for (c, e, p, o) in &rows {
+            let sym = if o.symmetry.is_empty() {
+                "-".to_string()
+            } else {
+                check::groups_text(&o.symmetry)
+            };
+            println!(
+                "{:<32} {:>8} {:>8} {:>9} {:>11} {:>6} {:>8.2} {:>12.0} {:>9}  {}",
+                c.name,
+                e,
+                o.verdict,
+                o.states,
+                o.transitions,
+                o.depth,
+                o.seconds,
+                o.states as f64 / o.seconds.max(1e-9),
+                sym,
+                if *p { "ok" } else { "UNEXPECTED" }
+            );
+        }
+        for (c, _, _, o) in rows.iter().filter(|r| r.3.verdict == "unsafe") {
+            println!("\n{} ({}): counterexample", c.name, c.about);
+            for l in &o.counterexample {
+                println!("  {l}");
+            }
+        }
+    }
+    Ok(u8::from(!ok))
+}

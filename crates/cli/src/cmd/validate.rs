@@ -1,0 +1,134 @@
+//! `tlblab validate`: host (or a QEMU guest) against the model on what the calibration did not fit.
+
+use machine::Error;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Profile to validate (default: calibrate now).
+    #[arg(long)]
+    profile: Option<String>,
+    #[arg(long, default_value_t = 1000)]
+    iterations: u64,
+    /// Validate against a Linux guest booted under QEMU instead of this host
+    /// (needs scripts/install-guest.sh; KVM when /dev/kvm opens, else TCG).
+    #[arg(long)]
+    guest: bool,
+    /// vCPUs of the guest (with --guest).
+    #[arg(long, default_value_t = 8)]
+    cpus: u32,
+    /// Paravirtual TLB flush in the guest: on, off or both (with --guest; on needs KVM).
+    #[arg(long, default_value = "both")]
+    paravirt: String,
+    /// Seconds to wait for each guest boot.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+}
+
+pub fn main(args: Args) -> Result<u8, Error> {
+    let Args {
+        profile,
+        iterations,
+        guest,
+        cpus,
+        paravirt,
+        timeout,
+    } = args;
+    if guest {
+        return validate_guest(profile, iterations, cpus, &paravirt, timeout);
+    }
+    let p = match profile {
+        Some(path) => tlblab::load_profile(Some(&path), machine::scenario::Arch::X86)?,
+        None => tlblab::calibrate::calibrate(50_000)?.profile,
+    };
+    let rows = tlblab::calibrate::validate(&p, iterations)?;
+    Ok(u8::from(!print_checks("host", &rows)))
+}
+
+/// A validation table: metric, `source` (host or guest), model, ratio and
+/// tolerance with its verdict. Returns whether every row is within.
+fn print_checks(source: &str, rows: &[tlblab::calibrate::Check]) -> bool {
+    println!(
+        "{:<32} {:>12} {:>12} {:>8} {:>10}",
+        "metric", source, "model", "ratio", "within"
+    );
+    for r in rows {
+        println!(
+            "{:<32} {:>12.4} {:>12.4} {:>8.3} {:>9.0}% {}",
+            r.metric,
+            r.host,
+            r.model,
+            r.model / r.host.max(1e-12),
+            r.tolerance * 100.0,
+            if r.ok() { "ok" } else { "OUT" }
+        );
+    }
+    rows.iter().all(|r| r.ok())
+}
+
+/// `tlblab validate --guest`: one table per guest boot (paravirt off / on).
+#[cfg(target_os = "linux")]
+fn validate_guest(
+    profile: Option<String>,
+    iterations: u64,
+    cpus: u32,
+    paravirt: &str,
+    timeout: u64,
+) -> Result<u8, Error> {
+    let modes: &[bool] = match paravirt {
+        "off" => &[false],
+        "on" => &[true],
+        "both" if bench::guest::kvm_usable() => &[false, true],
+        "both" => {
+            eprintln!(
+                "note: KVM unusable ({}): TCG guest, paravirt flush off only",
+                bench::guest::kvm_unusable_reason().unwrap_or("?")
+            );
+            &[false]
+        }
+        other => {
+            return Err(Error::Config(format!(
+                "--paravirt {other} (expected on, off or both)"
+            )))
+        }
+    };
+    let p = tlblab::load_profile(profile.as_deref(), machine::scenario::Arch::X86)?;
+    let mut all = true;
+    for &pv in modes {
+        let plan = bench::guest::GuestPlan {
+            cpus,
+            paravirt: pv,
+            madvise_iterations: iterations,
+            collapse_mib: 64,
+            collapse_rounds: 2,
+            timeout: std::time::Duration::from_secs(timeout),
+        };
+        let v = tlblab::calibrate::validate_guest(&p, &plan)?;
+        let g = &v.run;
+        println!(
+            "guest {} ({}, {cpus} vCPUs on {} host CPUs), paravirt flush {} (guest kernel chose {}), busy vCPUs preempted {:.1}% of the time",
+            g.kernel,
+            g.accel,
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+            if pv { "offered" } else { "hidden" },
+            if g.pv_tlb_flush { "kvm_flush_tlb_multi" } else { "native_flush_tlb_multi" },
+            g.steal_fraction * 100.0
+        );
+        all &= print_checks("guest", &v.rows);
+        for (metric, h, m) in &v.info {
+            println!(
+                "{metric:<32} {h:>12.2} {m:>12.2} {:>8.3} {:>10}",
+                m / h.max(1e-12),
+                "(info)"
+            );
+        }
+        println!();
+    }
+    Ok(u8::from(!all))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn validate_guest(_: Option<String>, _: u64, _: u32, _: &str, _: u64) -> Result<u8, Error> {
+    Err(Error::Unsupported(
+        "validate --guest needs a Linux host".into(),
+    ))
+}
