@@ -25,7 +25,9 @@ const ARGS_PER_SLICE: usize = 16;
 
 /// The trace being recorded.
 pub struct ChromeTrace {
-    events: Vec<Value>,
+    /// Events as compact JSON objects (a few hundred bytes each, where a
+    /// `serde_json::Value` would take kilobytes).
+    events: Vec<String>,
     cap: usize,
     /// Simulated time at which the cap was reached.
     truncated_at: Option<Time>,
@@ -35,16 +37,22 @@ pub struct ChromeTrace {
     pending: Vec<Vec<(u64, Time)>>,
     /// Flow ids that got their finish event.
     finished: Vec<bool>,
+    /// Index in `events` of each flow's start, by id.
+    starts: Vec<usize>,
 }
 
 impl ChromeTrace {
     /// A trace of a `cpus`-CPU machine holding at most `cap` events.
     pub fn new(cpus: usize, cap: usize) -> ChromeTrace {
-        let mut events =
-            vec![json!({"ph": "M", "pid": PID, "name": "process_name", "args": {"name": "CPUs"}})];
+        let mut events = vec![
+            json!({"ph": "M", "pid": PID, "name": "process_name", "args": {"name": "CPUs"}})
+                .to_string(),
+        ];
         for c in 0..cpus {
-            events.push(json!({"ph": "M", "pid": PID, "tid": c, "name": "thread_name", "args": {"name": format!("CPU {c}")}}));
-            events.push(json!({"ph": "M", "pid": PID, "tid": c, "name": "thread_sort_index", "args": {"sort_index": c}}));
+            let name = json!({"ph": "M", "pid": PID, "tid": c, "name": "thread_name", "args": {"name": format!("CPU {c}")}});
+            let order = json!({"ph": "M", "pid": PID, "tid": c, "name": "thread_sort_index", "args": {"sort_index": c}});
+            events.push(name.to_string());
+            events.push(order.to_string());
         }
         ChromeTrace {
             events,
@@ -53,6 +61,7 @@ impl ChromeTrace {
             last_end: vec![0; cpus],
             pending: vec![Vec::new(); cpus],
             finished: Vec::new(),
+            starts: Vec::new(),
         }
     }
 
@@ -73,38 +82,49 @@ impl ChromeTrace {
         let mut what: Vec<String> = shown
             .iter()
             .take(ARGS_PER_SLICE)
-            .map(|l| l.to_string())
+            .map(|l| quote(&l.to_string()))
             .collect();
         if shown.len() > ARGS_PER_SLICE {
-            what.push(format!("... {} more", shown.len() - ARGS_PER_SLICE));
+            what.push(quote(&format!("... {} more", shown.len() - ARGS_PER_SLICE)));
         }
-        self.events.push(json!({
-            "ph": "X", "pid": PID, "tid": v.cpu, "ts": us(start), "dur": us(v.dur),
-            "name": slice_name(v.kind, &shown), "cat": "kernel",
-            "args": {"step": kind_name(v.kind), "events": what},
-        }));
+        self.events.push(format!(
+            r#"{{"ph":"X","pid":{PID},"tid":{},"ts":{},"dur":{},"name":{},"cat":"kernel","args":{{"step":{},"events":[{}]}}}}"#,
+            v.cpu,
+            us(start),
+            us(v.dur),
+            quote(slice_name(v.kind, &shown)),
+            quote(kind_name(v.kind)),
+            what.join(",")
+        ));
         if v.kind == StepKind::TakeIrq {
             self.finish_flows(v.cpu, v.start, start);
         }
         for &(target, sent, arrives) in &v.ipis {
             let id = self.finished.len() as u64;
             self.finished.push(false);
+            self.starts.push(self.events.len());
             self.pending[target as usize].push((id, arrives));
             let ts = sent.clamp(start, end);
-            self.events.push(json!({"ph": "s", "pid": PID, "tid": v.cpu, "ts": us(ts), "id": id, "name": "IPI", "cat": "ipi"}));
+            self.events.push(flow("s", "", v.cpu, ts, id));
         }
         for l in shown.iter().filter(|l| is_flush(l)) {
-            self.events.push(json!({
-                "ph": "i", "s": "t", "pid": PID, "tid": v.cpu, "ts": us(start),
-                "name": kernel_name(l), "cat": "tlb_flush", "args": {"what": l.to_string()},
-            }));
+            self.events.push(format!(
+                r#"{{"ph":"i","s":"t","pid":{PID},"tid":{},"ts":{},"name":{},"cat":"tlb_flush","args":{{"what":{}}}}}"#,
+                v.cpu,
+                us(start),
+                quote(kernel_name(l)),
+                quote(&l.to_string())
+            ));
         }
         for x in v.violations {
-            self.events.push(json!({
-                "ph": "i", "s": "t", "pid": PID, "tid": x.cpu, "ts": us(end),
-                "name": format!("violation: invariant {}", x.invariant), "cat": "violation",
-                "args": {"addr": format!("{:#x}", x.addr), "what": x.what},
-            }));
+            self.events.push(format!(
+                r#"{{"ph":"i","s":"t","pid":{PID},"tid":{},"ts":{},"name":"violation: invariant {}","cat":"violation","args":{{"addr":"{:#x}","what":{}}}}}"#,
+                x.cpu,
+                us(end),
+                x.invariant,
+                x.addr,
+                quote(&x.what)
+            ));
         }
     }
 
@@ -117,7 +137,7 @@ impl ChromeTrace {
                 return true;
             }
             self.finished[id as usize] = true;
-            self.events.push(json!({"ph": "f", "bp": "e", "pid": PID, "tid": cpu, "ts": us(ts), "id": id, "name": "IPI", "cat": "ipi"}));
+            self.events.push(flow("f", r#""bp":"e","#, cpu, ts, id));
             false
         });
         self.pending[cpu as usize] = pending;
@@ -126,10 +146,12 @@ impl ChromeTrace {
     /// The JSON document, and a note when the cap cut the run short. Flows
     /// whose interrupt was still pending at the end are left out (a start
     /// without a finish would dangle).
-    pub fn finish(mut self, sim_end: Time) -> (Value, Option<String>) {
-        let finished = std::mem::take(&mut self.finished);
-        self.events
-            .retain(|e| e["ph"] != "s" || e["id"].as_u64().is_some_and(|id| finished[id as usize]));
+    pub fn finish(mut self, sim_end: Time) -> (String, Option<String>) {
+        for (id, &i) in self.starts.iter().enumerate() {
+            if !self.finished[id] {
+                self.events[i].clear();
+            }
+        }
         let note = self.truncated_at.map(|t| {
             format!(
                 "trace capped at {} events: it covers {:.3} of {:.3} ms simulated (raise --trace-max-events or shorten the run with --set machine.max_sim_time_ms=...)",
@@ -139,15 +161,38 @@ impl ChromeTrace {
             )
         });
         if let (Some(t), Some(n)) = (self.truncated_at, &note) {
-            self.events.push(json!({"ph": "i", "s": "g", "pid": PID, "tid": 0, "ts": us(t), "name": "trace truncated", "args": {"note": n}}));
+            self.events.push(format!(
+                r#"{{"ph":"i","s":"g","pid":{PID},"tid":0,"ts":{},"name":"trace truncated","args":{{"note":{}}}}}"#,
+                us(t),
+                quote(n)
+            ));
         }
-        let doc = json!({
-            "traceEvents": self.events,
-            "displayTimeUnit": "ns",
-            "otherData": {"generator": "tlblab run --trace-out", "truncated": note.is_some()},
-        });
+        let events: Vec<&str> = self
+            .events
+            .iter()
+            .filter(|e| !e.is_empty())
+            .map(String::as_str)
+            .collect();
+        let doc = format!(
+            "{{\"traceEvents\":[\n{}\n],\"displayTimeUnit\":\"ns\",\"otherData\":{}}}\n",
+            events.join(",\n"),
+            json!({"generator": "tlblab run --trace-out", "truncated": note.is_some()})
+        );
         (doc, note)
     }
+}
+
+/// A flow event (`ph` s or f) of IPI `id`.
+fn flow(ph: &str, extra: &str, cpu: CpuId, ts: Time, id: u64) -> String {
+    format!(
+        r#"{{"ph":"{ph}",{extra}"pid":{PID},"tid":{cpu},"ts":{},"id":{id},"name":"IPI","cat":"ipi"}}"#,
+        us(ts)
+    )
+}
+
+/// A JSON string literal.
+fn quote(s: &str) -> String {
+    Value::from(s).to_string()
 }
 
 /// Record `sim`'s steps from now on into a trace of at most `cap` events.
@@ -171,9 +216,7 @@ pub fn write(
         .into_inner()
         .expect("trace lock");
     let (doc, note) = trace.finish(sim.now);
-    let f = std::fs::File::create(path).map_err(|e| Error::Io(format!("{path}: {e}")))?;
-    serde_json::to_writer(std::io::BufWriter::new(f), &doc)
-        .map_err(|e| Error::Io(format!("{path}: {e}")))?;
+    std::fs::write(path, doc).map_err(|e| Error::Io(format!("{path}: {e}")))?;
     Ok(note)
 }
 
