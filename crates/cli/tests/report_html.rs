@@ -9,8 +9,13 @@ use std::sync::OnceLock;
 
 /// Run the demo once for every test here; the report's directory.
 fn report_dir() -> &'static PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
+    &demo_run().0
+}
+
+/// The demo, run once: its report directory and what it printed.
+fn demo_run() -> &'static (PathBuf, String) {
+    static RUN: OnceLock<(PathBuf, String)> = OnceLock::new();
+    RUN.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("tlblab-report-{}", std::process::id()));
         let out = Command::new(env!("CARGO_BIN_EXE_tlblab"))
             .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
@@ -28,8 +33,23 @@ fn report_dir() -> &'static PathBuf {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        dir
+        (dir, String::from_utf8_lossy(&out.stdout).into_owned())
     })
+}
+
+/// The demo's text: every seed's table, every verdict reproduced, and the
+/// report path it wrote.
+#[test]
+fn demo_prints_seed_tables_and_writes_the_report() {
+    let (dir, out) = demo_run();
+    assert!(out.contains("flush_tlb_info") && out.contains("CAL row total"));
+    assert!(out.contains("== arm64: local TLBI") && out.contains("== RISC-V: defer"));
+    assert!(!out.contains("NOT reproduced"), "{out}");
+    let path = out
+        .lines()
+        .find_map(|l| l.strip_prefix("report: "))
+        .expect("report path printed");
+    assert_eq!(std::path::Path::new(path), dir.join("index.html"));
 }
 
 /// An element: tag, raw attributes, children, and its direct text.
