@@ -150,7 +150,11 @@ pub struct StoreBuffer {
 impl StoreBuffer {
     /// The newest buffered store to `loc` (store-to-load forwarding).
     pub fn forward(&self, loc: Loc) -> Option<u64> {
-        self.entries.iter().rev().find(|e| e.loc == loc).map(|e| e.val)
+        self.entries
+            .iter()
+            .rev()
+            .find(|e| e.loc == loc)
+            .map(|e| e.val)
     }
 
     /// Buffer a store. Returns the oldest store, which must drain first,
@@ -244,5 +248,198 @@ mod tests {
         let spilled = b.push(Loc::Var(0), 9).expect("full");
         assert_eq!(spilled.val, 0);
         assert_eq!(b.entries.len(), STORE_BUFFER_DEPTH);
+    }
+}
+
+/// A barrier in the modelled kernel code that `inject.drop_barrier=NAME`
+/// can remove.
+#[derive(Clone, Copy, Debug)]
+pub struct NamedBarrier {
+    pub name: &'static str,
+    /// The kernel file and function it models.
+    pub kernel: &'static str,
+    pub order: Order,
+    /// What it pairs with, and where the kernel says so.
+    pub pairs_with: &'static str,
+}
+
+/// `switch_mm_irqs_off`: the full barrier of `cpumask_set_cpu` (a `lock bts`).
+pub const SWITCH_MM_CPUMASK_SET_CPU: &str = "switch_mm_irqs_off.cpumask_set_cpu";
+/// `switch_mm_irqs_off`: the `smp_mb()` when the bit is already set.
+pub const SWITCH_MM_SMP_MB: &str = "switch_mm_irqs_off.smp_mb";
+/// `switch_mm_irqs_off`: the `smp_mb()` on the return from lazy mode.
+pub const SWITCH_MM_LAZY_SMP_MB: &str = "switch_mm_irqs_off.lazy_smp_mb";
+/// `flush_tlb_mm_range` → `inc_mm_tlb_gen`: the full barrier of `atomic64_inc_return`.
+pub const INC_MM_TLB_GEN: &str = "inc_mm_tlb_gen.atomic64_inc_return";
+/// `should_flush_tlb`: the `smp_rmb()` between the `loaded_mm` and `is_lazy` reads.
+pub const SHOULD_FLUSH_TLB_SMP_RMB: &str = "should_flush_tlb.smp_rmb";
+
+/// Every named barrier of the modelled paths (`tlblab list` prints them).
+pub const BARRIERS: &[NamedBarrier] = &[
+    NamedBarrier {
+        name: SWITCH_MM_CPUMASK_SET_CPU,
+        kernel: "arch/x86/mm/tlb.c: switch_mm_irqs_off (cpumask_set_cpu, a locked RMW)",
+        order: Order::Full,
+        pairs_with: "the full barrier of atomic64_inc_return in flush_tlb_mm_range's inc_mm_tlb_gen: \
+                     this CPU's mm_cpumask bit (and LOADED_MM_SWITCHING) are visible before it reads \
+                     tlb_gen (comment \"Rely on the smp_mb() implied by cpumask_set_cpu()\", 83b0177a6c48)",
+    },
+    NamedBarrier {
+        name: SWITCH_MM_SMP_MB,
+        kernel: "arch/x86/mm/tlb.c: switch_mm_irqs_off (else smp_mb(), 83b0177a6c48, CVE-2025-40174)",
+        order: Order::Full,
+        pairs_with: "inc_mm_tlb_gen's atomic64_inc_return: when the mm_cpumask bit is already set no \
+                     locked op runs, so the LOADED_MM_SWITCHING store needs it before the tlb_gen read \
+                     (\"switch_mm() must see the new tlb_gen or flush_tlb_mm_range() must see the new loaded_mm\")",
+    },
+    NamedBarrier {
+        name: SWITCH_MM_LAZY_SMP_MB,
+        kernel: "arch/x86/mm/tlb.c: switch_mm_irqs_off (prev == next, was_lazy: smp_mb())",
+        order: Order::Full,
+        pairs_with: "inc_mm_tlb_gen's atomic64_inc_return: is_lazy = false is visible before the tlb_gen \
+                     read (\"The barrier synchronizes with the tlb_gen increment in the TLB shootdown code\")",
+    },
+    NamedBarrier {
+        name: INC_MM_TLB_GEN,
+        kernel: "arch/x86/include/asm/mmu_context.h: inc_mm_tlb_gen (atomic64_inc_return, lock xadd)",
+        order: Order::Full,
+        pairs_with: "switch_mm_irqs_off's cpumask_set_cpu / smp_mb(): the new tlb_gen is visible before \
+                     should_flush_tlb reads loaded_mm and is_lazy (\"// smp_mb() implied\", 83b0177a6c48)",
+    },
+    NamedBarrier {
+        name: SHOULD_FLUSH_TLB_SMP_RMB,
+        kernel: "arch/x86/mm/tlb.c: should_flush_tlb (smp_rmb() after reading loaded_mm)",
+        order: Order::LoadLoad,
+        pairs_with: "switch_mm_irqs_off's store order is_lazy = false before loaded_mm = \
+                     LOADED_MM_SWITCHING (\"Ensure 'is_lazy' is at least as new as 'loaded_mm'\"); \
+                     on x86 smp_rmb() is only a compiler barrier",
+    },
+];
+
+/// Look a named barrier up.
+pub fn find_barrier(name: &str) -> Option<&'static NamedBarrier> {
+    BARRIERS.iter().find(|b| b.name == name)
+}
+
+use crate::effects::{Effects, Label};
+use crate::world::World;
+
+/// The value of `loc` in memory (what another CPU reads).
+pub fn read_mem(w: &World, loc: Loc) -> u64 {
+    match loc {
+        Loc::MmCpumask { mm, cpu } => w.mms[mm as usize].cpumask.test(cpu) as u64,
+        Loc::MmTlbGen(mm) => w.mms[mm as usize].tlb_gen,
+        Loc::LoadedMm(c) => w.cpus[c as usize].tlbstate.loaded_mm as u64,
+        Loc::IsLazy(c) => w.cpus[c as usize].tlbstate.is_lazy as u64,
+        Loc::Var(_) => unreachable!("litmus variables live in hw::litmus"),
+    }
+}
+
+/// Write `val` to `loc` in memory.
+pub fn write_mem(w: &mut World, loc: Loc, val: u64) {
+    match loc {
+        Loc::MmCpumask { mm, cpu } => {
+            let m = &mut w.mms[mm as usize].cpumask;
+            if val != 0 {
+                m.set(cpu)
+            } else {
+                m.clear(cpu)
+            }
+        }
+        Loc::MmTlbGen(mm) => w.mms[mm as usize].tlb_gen = val,
+        Loc::LoadedMm(c) => w.cpus[c as usize].tlbstate.loaded_mm = val as crate::MmId,
+        Loc::IsLazy(c) => w.cpus[c as usize].tlbstate.is_lazy = val != 0,
+        Loc::Var(_) => unreachable!("litmus variables live in hw::litmus"),
+    }
+}
+
+/// `cpu` stores `val` to `loc`: into its store buffer unless the model is SC.
+pub fn store(w: &mut World, cpu: CpuId, loc: Loc, val: u64, fx: &mut Effects) {
+    if w.cfg.memory_model == MemoryModel::Sc {
+        write_mem(w, loc, val);
+        return;
+    }
+    fx.label(Label::StoreBuffered { loc, val });
+    if let Some(old) = w.membufs[cpu as usize].push(loc, val) {
+        write_mem(w, old.loc, old.val);
+    }
+}
+
+/// `cpu` loads `loc`: its own newest buffered store, else memory. Labels
+/// the read when another CPU still holds a store to `loc` in its buffer.
+pub fn load(w: &World, cpu: CpuId, loc: Loc, fx: &mut Effects) -> u64 {
+    if let Some(v) = w.membufs[cpu as usize].forward(loc) {
+        return v;
+    }
+    if fx.tracing {
+        for (owner, b) in w.membufs.iter().enumerate() {
+            if owner != cpu as usize && b.forward(loc).is_some() {
+                fx.label(Label::ReadPastBuffer {
+                    owner: owner as CpuId,
+                    loc,
+                });
+            }
+        }
+    }
+    read_mem(w, loc)
+}
+
+/// `cpu` executes barrier `name` (or an unnamed one when `None`: a locked
+/// instruction or a serializing one that no patch would remove). A
+/// dropped barrier does nothing.
+pub fn barrier(
+    w: &mut World,
+    cpu: CpuId,
+    name: Option<&'static str>,
+    order: Order,
+    fx: &mut Effects,
+) {
+    if let Some(n) = name {
+        if w.cfg.inject.drop_barrier == n {
+            fx.label(Label::BarrierDropped { name: n });
+            return;
+        }
+    }
+    let drained = w.membufs[cpu as usize].barrier(order);
+    if let (Some(n), true) = (name, !drained.is_empty()) {
+        fx.label(Label::Barrier {
+            name: n,
+            drained: drained.len() as u8,
+        });
+    }
+    for e in drained {
+        write_mem(w, e.loc, e.val);
+    }
+}
+
+/// Is barrier `name` removed by `inject.drop_barrier`?
+pub fn dropped(w: &World, name: &str) -> bool {
+    w.cfg.inject.drop_barrier == name
+}
+
+/// The `StepKind::Drain { slot }` choices of `cpu`.
+pub fn drain_choices(w: &World, cpu: CpuId) -> impl Iterator<Item = usize> + '_ {
+    w.membufs[cpu as usize].drainable(w.cfg.memory_model)
+}
+
+/// Drain slot `slot` of `cpu`'s store buffer to memory.
+pub fn drain(w: &mut World, cpu: CpuId, slot: usize, fx: &mut Effects) {
+    let e = w.membufs[cpu as usize].take(slot);
+    fx.label(Label::Drained {
+        loc: e.loc,
+        val: e.val,
+    });
+    write_mem(w, e.loc, e.val);
+}
+
+/// A buffered value as the kernel would name it.
+pub fn show_val(loc: Loc, val: u64) -> String {
+    match loc {
+        Loc::LoadedMm(_) if val == crate::arch::x86::tlb::LOADED_MM_SWITCHING as u64 => {
+            "LOADED_MM_SWITCHING".into()
+        }
+        Loc::LoadedMm(_) => format!("mm{val}"),
+        Loc::IsLazy(_) => (val != 0).to_string(),
+        _ => val.to_string(),
     }
 }
