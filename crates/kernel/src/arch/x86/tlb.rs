@@ -450,7 +450,8 @@ pub fn native_flush_tlb_multi(w: &mut World, mask: machine::CpuMask, info: InfoR
 /// Reads the target's `loaded_mm`, `smp_rmb()`, then `is_lazy` (so
 /// `is_lazy` is at least as new as `loaded_mm`: `switch_mm_irqs_off`
 /// stores them in the other order); a CPU caught switching
-/// (`LOADED_MM_SWITCHING`) may hold either mm and is flushed.
+/// (`LOADED_MM_SWITCHING`) may hold either mm and is flushed (both from
+/// fea4e317f9e7).
 pub fn should_flush_tlb(w: &World, cpu: CpuId, info: InfoRef, fx: &mut Effects) -> bool {
     let f = w.flush_info(info);
     let me = f.initiating_cpu;
@@ -724,14 +725,17 @@ pub fn tlb_flush(w: &World, task: TaskId) -> Flow {
 /// Program points of [`SwitchMmIrqsOff`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SwitchPc {
-    /// `is_lazy = false`; then either the lazy return or `loaded_mm =
-    /// LOADED_MM_SWITCHING`.
+    /// `is_lazy = false`; then either the lazy return's `smp_mb()`, or
+    /// `loaded_mm = LOADED_MM_SWITCHING` and `cpumask_set_cpu` (a locked
+    /// op) or, with the bit already set, `smp_mb()`. One step: until the
+    /// barrier its stores are only in this CPU's buffer, invisible to the
+    /// others, so a step boundary before it would add nothing they can see
+    /// but a drain of `LOADED_MM_SWITCHING` (which only makes flushers IPI
+    /// this CPU more).
     Start,
-    /// `cpumask_set_cpu` (a locked op) or, with the bit already set, `smp_mb()`.
-    SetCpumask,
     /// `atomic64_read(&next->context.tlb_gen)`, `choose_new_asid`.
     ReadTlbGen,
-    /// Back from lazy mode to the same mm: `smp_mb()`, read `tlb_gen`.
+    /// Back from lazy mode to the same mm: read `tlb_gen`.
     LazyReadTlbGen,
     /// `load_new_mm_cr3` (serializing), `loaded_mm = next`.
     LoadCr3,
@@ -765,16 +769,18 @@ pub fn switch_mm_irqs_off_begin(w: &mut World, cpu: CpuId, next: MmId, fx: &mut 
         to: next,
     });
     w.cpus[cpu as usize].irqs_off += 1;
-    w.tasks[t as usize]
-        .kstack
-        .push(Frame::SwitchMmIrqsOff(SwitchMmIrqsOff {
-            next,
-            prev: next,
-            pc: SwitchPc::Start,
-            new_asid: 0,
-            need_flush: false,
-            next_tlb_gen: 0,
-        }));
+    let mut f = SwitchMmIrqsOff {
+        next,
+        prev: next,
+        pc: SwitchPc::Start,
+        new_asid: 0,
+        need_flush: false,
+        next_tlb_gen: 0,
+    };
+    // The first window runs in the context-switch step itself.
+    if let Flow::Yield = f.step(w, cpu, fx) {
+        w.tasks[t as usize].kstack.push(Frame::SwitchMmIrqsOff(f));
+    }
 }
 
 impl SwitchMmIrqsOff {
@@ -793,16 +799,15 @@ impl SwitchMmIrqsOff {
                     if !was_lazy {
                         return self.finish(w, cpu);
                     }
+                    // "The barrier synchronizes with the tlb_gen increment
+                    // in the TLB shootdown code."
+                    mo::barrier(w, cpu, Some(mo::SWITCH_MM_LAZY_SMP_MB), Order::Full, fx);
                     self.pc = SwitchPc::LazyReadTlbGen;
                     return Flow::Yield;
                 }
                 // "Indicate that CR3 is about to change."
                 mo::store(w, cpu, Loc::LoadedMm(cpu), LOADED_MM_SWITCHING as u64, fx);
                 fx.write(layout::cpu_tlbstate(cpu));
-                self.pc = SwitchPc::SetCpumask;
-                Flow::Yield
-            }
-            SwitchPc::SetCpumask => {
                 let bit = Loc::MmCpumask { mm: next, cpu };
                 if next != INIT_MM && mo::load(w, cpu, bit, fx) == 0 {
                     // cpumask_set_cpu: lock bts, a full barrier.
@@ -827,9 +832,6 @@ impl SwitchMmIrqsOff {
                 Flow::Yield
             }
             SwitchPc::LazyReadTlbGen => {
-                // "The barrier synchronizes with the tlb_gen increment in
-                // the TLB shootdown code."
-                mo::barrier(w, cpu, Some(mo::SWITCH_MM_LAZY_SMP_MB), Order::Full, fx);
                 fx.read(layout::mm_tlb_gen(next));
                 self.next_tlb_gen = mo::load(w, cpu, Loc::MmTlbGen(next), fx);
                 fx.label(Label::SwitchMmReadTlbGen {
