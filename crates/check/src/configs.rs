@@ -1,5 +1,6 @@
 //! The catalogue: small configurations, each expected safe or unsafe.
 
+use kernel::hw::memory_model::MemoryModel;
 use kernel::user::UserOp;
 use kernel::World;
 use machine::{CpuId, Error, Scenario, PAGE_SIZE};
@@ -368,6 +369,62 @@ pub const CATALOGUE: &[Config] = &[
         sym: &[],
         world: munmap_1w_1r,
     },
+    Config {
+        name: "x86_switch_back_race",
+        about: "madvise on CPU0 while CPU1 switches back to the mm (its mm_cpumask bit still set, so switch_mm_irqs_off takes the smp_mb() path), x86-TSO",
+        sets: &[],
+        expect_safe: true,
+        sym: &[],
+        world: switch_back,
+    },
+    Config {
+        name: "drop_switch_mm_smp_mb",
+        about: "the same without switch_mm_irqs_off's smp_mb() (before 83b0177a6c48, CVE-2025-40174): LOADED_MM_SWITCHING still buffered when the flusher reads loaded_mm",
+        sets: &["inject.drop_barrier=switch_mm_irqs_off.smp_mb"],
+        expect_safe: false,
+        sym: &[],
+        world: switch_back,
+    },
+    Config {
+        name: "drop_should_flush_tlb_smp_rmb",
+        about: "FINDING, safe within the bounds (2 CPUs, store buffers of 4, depth 400): without should_flush_tlb's smp_rmb(); x86-TSO keeps loads in order, the barrier is only a compiler barrier there",
+        sets: &["inject.drop_barrier=should_flush_tlb.smp_rmb"],
+        expect_safe: true,
+        sym: &[],
+        world: switch_back,
+    },
+    Config {
+        name: "x86_lazy_return_race",
+        about: "madvise on CPU0 while CPU1 returns from lazy TLB mode to the same mm (is_lazy = false, smp_mb(), read tlb_gen), x86-TSO",
+        sets: &[],
+        expect_safe: true,
+        sym: &[],
+        world: lazy_return,
+    },
+    Config {
+        name: "drop_switch_mm_lazy_smp_mb",
+        about: "the same without the lazy-return smp_mb(): is_lazy = false still buffered when should_flush_tlb reads it, and tlb_gen read stale",
+        sets: &["inject.drop_barrier=switch_mm_irqs_off.lazy_smp_mb"],
+        expect_safe: false,
+        sym: &[],
+        world: lazy_return,
+    },
+    Config {
+        name: "drop_inc_mm_tlb_gen_barrier",
+        about: "inc_mm_tlb_gen as a plain increment (no lock prefix): the new tlb_gen still buffered when the lazy CPU's switch reads it",
+        sets: &["inject.drop_barrier=inc_mm_tlb_gen.atomic64_inc_return"],
+        expect_safe: false,
+        sym: &[],
+        world: lazy_return,
+    },
+    Config {
+        name: "drop_switch_mm_cpumask_set_cpu",
+        about: "FINDING, safe within the bounds (2 CPUs, store buffers of 4, depth 400): cpumask_set_cpu as a plain store; a CPU whose bit is clear has no current ASID slot for the mm, so its switch flushes anyway",
+        sets: &["inject.drop_barrier=switch_mm_irqs_off.cpumask_set_cpu"],
+        expect_safe: true,
+        sym: &[],
+        world: madvise_race,
+    },
 ];
 
 /// Look a check up by name.
@@ -393,8 +450,27 @@ pub fn base() -> Scenario {
     s
 }
 
-/// Build the world of `c` with `extra` settings (`--set`) applied.
+/// Build the world of `c` with `extra` settings (`--set`) applied, under
+/// its architecture's memory model.
 pub fn build(c: &Config, extra: &[String]) -> Result<World, Error> {
+    build_with(c, extra, None)
+}
+
+/// Build the world of `c` for the checker: `switch_mm_irqs_off` in its
+/// separate steps, and `model` (`None`: the architecture's own, x86-TSO
+/// or the weak model) deciding where stores wait.
+pub fn build_with(
+    c: &Config,
+    extra: &[String],
+    model: Option<MemoryModel>,
+) -> Result<World, Error> {
+    let mut w = build_sc(c, extra)?;
+    w.cfg.split_steps = true;
+    w.cfg.memory_model = model.unwrap_or(MemoryModel::of_arch(w.cfg.arch));
+    Ok(w)
+}
+
+fn build_sc(c: &Config, extra: &[String]) -> Result<World, Error> {
     let mut s = base();
     for kv in c.sets {
         s.set(kv)?;
@@ -430,7 +506,18 @@ pub fn run(
     bounds: crate::Bounds,
     symmetry: bool,
 ) -> Result<crate::Outcome, Error> {
-    let w = build(c, extra)?;
+    run_with(c, extra, bounds, symmetry, None)
+}
+
+/// [`run`] under memory model `model` (`None`: the architecture's).
+pub fn run_with(
+    c: &Config,
+    extra: &[String],
+    bounds: crate::Bounds,
+    symmetry: bool,
+    model: Option<MemoryModel>,
+) -> Result<crate::Outcome, Error> {
+    let w = build_with(c, extra, model)?;
     let groups = if symmetry { groups(c, &w) } else { Vec::new() };
     Ok(crate::explore_with(&w, bounds, &groups))
 }
@@ -794,4 +881,53 @@ fn preempting_flush(s: &Scenario) -> Result<World, Error> {
         );
     }
     Ok(w)
+}
+
+/// CPU0 madvises a page of mm A away; CPU1 reads it, sleeps, and reads it
+/// twice more. With `other`, a task of mm B runs on CPU1 while it sleeps, so
+/// CPU1 switches B -> A with A's `mm_cpumask` bit still set (the
+/// `smp_mb()` path of `switch_mm_irqs_off`); without, CPU1 idles lazily
+/// in A and returns to it (the lazy path).
+fn switch_back_world(s: &Scenario, other: bool) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let a = w.mm_alloc()?;
+    w.add_vma(a, P, PAGE_SIZE);
+    kernel::mm::memory::populate_range(&mut w, a, P, P + PAGE_SIZE)?;
+    let read = UserOp::Touch {
+        addr: P,
+        write: false,
+    };
+    w.spawn(
+        a,
+        0,
+        vec![
+            UserOp::MadviseDontneed {
+                start: P,
+                len: PAGE_SIZE,
+            },
+            UserOp::Exit,
+        ],
+        true,
+    );
+    let nap = UserOp::ClockNanosleep {
+        period_ns: 1000,
+        op: 0,
+    };
+    // Two reads after the nap: the lazy return ends in the step that reads
+    // tlb_gen, so only a later read can see a page freed after that.
+    let prog = vec![read.clone(), nap, read.clone(), read, UserOp::Exit];
+    w.spawn(a, 1, prog, true);
+    if other {
+        let b = w.mm_alloc()?;
+        w.spawn(b, 1, vec![UserOp::Exit], true);
+    }
+    Ok(w)
+}
+
+fn switch_back(s: &Scenario) -> Result<World, Error> {
+    switch_back_world(s, true)
+}
+
+fn lazy_return(s: &Scenario) -> Result<World, Error> {
+    switch_back_world(s, false)
 }

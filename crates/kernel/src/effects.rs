@@ -211,6 +211,40 @@ pub enum Label {
         deferring: u32,
         ordered: bool,
     },
+    /// A store went into this CPU's store buffer (checker memory model).
+    StoreBuffered {
+        loc: crate::hw::memory_model::Loc,
+        val: u64,
+    },
+    /// A buffered store of this CPU reached memory.
+    Drained {
+        loc: crate::hw::memory_model::Loc,
+        val: u64,
+    },
+    /// A named barrier drained this CPU's buffered stores.
+    Barrier {
+        name: &'static str,
+        drained: u8,
+    },
+    /// A named barrier removed by `inject.drop_barrier`.
+    BarrierDropped {
+        name: &'static str,
+    },
+    /// This CPU read `loc` from memory while `owner` still buffers a store to it.
+    ReadPastBuffer {
+        owner: CpuId,
+        loc: crate::hw::memory_model::Loc,
+    },
+    /// `switch_mm_irqs_off` starts (checker: in separate steps).
+    SwitchMmBegin {
+        from: MmId,
+        to: MmId,
+    },
+    /// `switch_mm_irqs_off` read `next->context.tlb_gen`.
+    SwitchMmReadTlbGen {
+        mm: MmId,
+        gen: u64,
+    },
 }
 
 impl fmt::Display for Label {
@@ -410,6 +444,35 @@ impl fmt::Display for Label {
                 f,
                 "kernel access {va:#x} ({})",
                 if hit { "global TLB entry" } else { "TLB miss, walk init_mm" }
+            ),
+            Label::StoreBuffered { loc, val } => write!(
+                f,
+                "stores {loc} = {} into its store buffer",
+                crate::hw::memory_model::show_val(loc, val)
+            ),
+            Label::Drained { loc, val } => write!(
+                f,
+                "store buffer drains: {loc} = {} reaches memory",
+                crate::hw::memory_model::show_val(loc, val)
+            ),
+            Label::Barrier { name, drained } => write!(
+                f,
+                "{name}: drains {drained} buffered store(s) to memory"
+            ),
+            Label::BarrierDropped { name } => {
+                write!(f, "{name} DROPPED (inject.drop_barrier): nothing drains")
+            }
+            Label::SwitchMmBegin { from, to } => write!(
+                f,
+                "context_switch: switch_mm_irqs_off mm{from} -> mm{to} begins (IRQs off)"
+            ),
+            Label::SwitchMmReadTlbGen { mm, gen } => write!(
+                f,
+                "switch_mm_irqs_off: reads mm{mm}'s context.tlb_gen = {gen}"
+            ),
+            Label::ReadPastBuffer { owner, loc } => write!(
+                f,
+                "reads {loc} from memory while CPU{owner}'s store to it is still in its store buffer"
             ),
             Label::ReadLoadedAsid { deferring, ordered } => write!(
                 f,

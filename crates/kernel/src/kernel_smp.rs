@@ -104,6 +104,14 @@ impl SmpCallFunctionManyCond {
                     if !cond(w, self.cond, self.func, t, fx) {
                         continue;
                     }
+                    // llist_add below is a locked cmpxchg: the store buffer drains.
+                    crate::hw::memory_model::barrier(
+                        w,
+                        cpu,
+                        None,
+                        crate::hw::memory_model::Order::Full,
+                        fx,
+                    );
                     // csd_lock(csd); csd->func = func; csd->info = info;
                     self.queued.set(t);
                     w.cpus[cpu as usize].cfd_locked.set(t);

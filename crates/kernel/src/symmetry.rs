@@ -20,11 +20,13 @@
 //! queued csds (initiator, and the `flush_tlb_info` they point to),
 //! `flush_tlb_info.initiating_cpu` (of infos ever filled in), every cpumask (`mm_cpumask`, the masks
 //! of flushes in progress, RCU batches), `mmap_lock` owners, `fork`'s child
-//! CPU (in frames and programs) and `Violation::cpu`. Violation texts are
+//! CPU (in frames and programs), `Violation::cpu`, and the store buffers
+//! (their order and the CPUs their locations name). Violation texts are
 //! free-form and keep the names they were written with. Counters hash to
 //! nothing and are left as they are.
 
 use crate::arch::x86::tlb::{FlushTlbInfo, InfoRef};
+use crate::hw::memory_model::StoreBuffer;
 use crate::kernel_smp::{CallFunc, Csd};
 use crate::user::UserOp;
 use crate::world::{Cpu, Frame, Mm, RcuBatch, Task, Violation, World};
@@ -109,7 +111,8 @@ impl Renaming<'_> {
             | Frame::GupFast(_)
             | Frame::MadviseCollapse(_)
             | Frame::CollapseHugePage(_)
-            | Frame::Vfree(_) => {}
+            | Frame::Vfree(_)
+            | Frame::SwitchMmIrqsOff(_) => {}
         }
         f
     }
@@ -141,6 +144,14 @@ impl Renaming<'_> {
             ..c.clone()
         }
     }
+    /// A store buffer with the CPUs its locations name renamed.
+    fn membuf(&self, b: &StoreBuffer) -> StoreBuffer {
+        let mut b = b.clone();
+        for e in &mut b.entries {
+            e.loc = e.loc.renamed(|c| self.cpu(c));
+        }
+        b
+    }
     fn mm(&self, m: &Mm) -> Mm {
         Mm {
             cpumask: m.cpumask.permuted(self.cpu),
@@ -157,6 +168,7 @@ struct Renamed {
     mms: Vec<Mm>,
     violations: Vec<Violation>,
     rcu_batches: Vec<RcuBatch>,
+    membufs: Vec<StoreBuffer>,
 }
 
 impl World {
@@ -206,6 +218,7 @@ impl World {
             mms,
             violations,
             rcu_batches,
+            membufs,
         } = renamed(self, &r);
         Some(World {
             cpus,
@@ -213,6 +226,7 @@ impl World {
             mms,
             violations,
             rcu_batches,
+            membufs,
             hugetlb_i_mmap_writer: self.hugetlb_i_mmap_writer.map(|t| r.task(t)),
             ..self.clone()
         })
@@ -240,6 +254,7 @@ fn renamed(w: &World, r: &Renaming) -> Renamed {
     }
     Renamed {
         cpus: cpu_from.iter().map(|&c| r.cpu_struct(&w.cpus[c])).collect(),
+        membufs: cpu_from.iter().map(|&c| r.membuf(&w.membufs[c])).collect(),
         tasks: task_from
             .iter()
             .map(|&t| r.task_struct(&w.tasks[t]))
@@ -292,6 +307,7 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
         asids,
         files,
         next_ctx_id,
+        membufs,
     } = w;
     let mut h = H::default();
     (cfg, now, mem, op_names, measuring).hash(&mut h);
@@ -310,6 +326,7 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
         for &c in &from {
             cpu_fixed[c].hash(&mut h);
             hash_cpu_ids(&cpus[c], r, &mut h);
+            r.membuf(&membufs[c]).hash(&mut h);
         }
         let mut from = vec![0usize; tasks.len()];
         for (t, &to) in r.task.iter().enumerate() {

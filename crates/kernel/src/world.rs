@@ -89,6 +89,8 @@ pub enum Frame {
     Fork(crate::mm::fork::Fork),
     RiscvFlushTlbRange(crate::arch::riscv::tlbflush::FlushTlbRange),
     Vfree(crate::mm::vmalloc::Vfree),
+    /// x86 `switch_mm_irqs_off` in its load/store/barrier steps (checker only).
+    SwitchMmIrqsOff(crate::arch::x86::tlb::SwitchMmIrqsOff),
 }
 
 /// What a frame's step asks the CPU loop to do next.
@@ -121,6 +123,7 @@ impl Frame {
             Frame::Fork(f) => f.step(w, cpu, task, fx),
             Frame::RiscvFlushTlbRange(f) => f.step(w, cpu, task, fx),
             Frame::Vfree(f) => f.step(w, cpu, task, fx),
+            Frame::SwitchMmIrqsOff(f) => f.step(w, cpu, fx),
         }
     }
 
@@ -405,6 +408,12 @@ pub struct KernelCfg {
     pub preempt_full: bool,
     pub arm64: machine::scenario::Arm64Cfg,
     pub riscv: machine::scenario::RiscvCfg,
+    /// The checker's memory model (SC in the simulator): where stores
+    /// wait in store buffers ([`crate::hw::memory_model`]).
+    pub memory_model: crate::hw::memory_model::MemoryModel,
+    /// Run x86 `switch_mm_irqs_off` as separate load/store/barrier steps
+    /// (the checker; the simulator runs it as one step).
+    pub split_steps: bool,
 }
 
 /// Which kind of step to run on a CPU.
@@ -423,6 +432,9 @@ pub enum StepKind {
     Tick { migrate_to: Option<CpuId> },
     /// The CPU's hrtimer interrupt: wake the task whose sleep has ended.
     TimerIrq,
+    /// The hardware drains slot `slot` of the CPU's store buffer to memory
+    /// (checker memory models other than SC only).
+    Drain { slot: u8 },
 }
 
 /// The modelled machine and kernel.
@@ -454,6 +466,8 @@ pub struct World {
     /// Page-cache pages of each file (tmpfs-like: always resident).
     pub files: Vec<Vec<Pfn>>,
     pub(crate) next_ctx_id: u64,
+    /// Per-CPU store buffers of the checker's memory model (empty under SC).
+    pub membufs: Vec<crate::hw::memory_model::StoreBuffer>,
 }
 
 /// Violations kept in full; later ones are only counted.
@@ -492,7 +506,22 @@ impl World {
                 },
                 ..s.riscv.clone()
             },
+            memory_model: Default::default(),
+            split_steps: false,
         };
+        if !s.inject.drop_barrier.is_empty()
+            && crate::hw::memory_model::find_barrier(&s.inject.drop_barrier).is_none()
+        {
+            let names: Vec<&str> = crate::hw::memory_model::BARRIERS
+                .iter()
+                .map(|b| b.name)
+                .collect();
+            return Err(Error::Config(format!(
+                "inject.drop_barrier: unknown barrier '{}' (known: {})",
+                s.inject.drop_barrier,
+                names.join(", ")
+            )));
+        }
         let cpus = (0..n)
             .map(|i| Cpu {
                 id: i as CpuId,
@@ -516,7 +545,7 @@ impl World {
             .collect();
         let init_mm = Mm {
             id: INIT_MM,
-            ctx_id: 0,
+            ctx_id: crate::arch::x86::tlb::INIT_MM_CTX_ID,
             tlb_gen: 1,
             pgd: kernel_pgd,
             cpumask: CpuMask::new(n),
@@ -550,7 +579,10 @@ impl World {
                 _ => s.arm64.asid_bits,
             }),
             files: Vec::new(),
-            next_ctx_id: 1,
+            // INIT_MM_CONTEXT has ctx_id 1; last_mm_ctx_id starts at 1, so
+            // the first user mm gets 2 (ctx_id 0 matches no mm).
+            next_ctx_id: 2,
+            membufs: vec![Default::default(); n],
         })
     }
 
@@ -738,6 +770,10 @@ impl World {
             {
                 out.push((c, StepKind::TimerIrq));
             }
+            // The hardware may drain a buffered store at any moment.
+            for slot in crate::hw::memory_model::drain_choices(self, c) {
+                out.push((c, StepKind::Drain { slot: slot as u8 }));
+            }
             // Under KVM the host may deschedule a vCPU at any point, even
             // with IRQs off, and run it again later.
             if self.cfg.paravirt == machine::scenario::Paravirt::Kvm && self.cfg.vcpu_preemption {
@@ -756,6 +792,11 @@ impl World {
 
     /// Run one step on `cpu`.
     pub fn step(&mut self, cpu: CpuId, kind: StepKind, fx: &mut Effects) {
+        if let StepKind::Drain { slot } = kind {
+            // Hardware only: no kernel code runs, no quiescent state.
+            crate::hw::memory_model::drain(self, cpu, slot as usize, fx);
+            return;
+        }
         self.dispatch(cpu, kind, fx);
         if !self.rcu_batches.is_empty() {
             let c = &self.cpus[cpu as usize];
@@ -779,6 +820,7 @@ impl World {
                 crate::sched::core::scheduler_tick(self, cpu, migrate_to, fx)
             }
             StepKind::TimerIrq => crate::sched::core::hrtimer_wakeup(self, cpu, fx),
+            StepKind::Drain { .. } => unreachable!("handled in step"),
         }
     }
 

@@ -375,6 +375,10 @@ pub struct InjectCfg {
     /// Allow `x86.preemptible_flush` with the per-CPU `flush_tlb_info` (the
     /// unsafe combination the scenario check refuses).
     pub preemptible_percpu_flush: bool,
+    /// Remove the named barrier from the modelled kernel code (`tlblab
+    /// list` names them). Only the checker's memory models see it; the
+    /// simulator is sequentially consistent and refuses it. Empty: none.
+    pub drop_barrier: String,
 }
 
 /// The paravirtual TLB-flush backend (`pv_ops.mmu.flush_tlb_multi`).
@@ -829,6 +833,11 @@ impl Scenario {
                 "inject.lazy_skip_on_freed_tables",
                 "true | false",
                 "BUG: no IPI to lazy CPUs when tables are freed",
+            ),
+            (
+                "inject.drop_barrier",
+                "a barrier name (tlblab list)",
+                "remove one named barrier (tlblab check only)",
             ),
         ]
     }

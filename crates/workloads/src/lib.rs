@@ -200,6 +200,12 @@ pub fn build(s: &Scenario) -> Result<World, Error> {
         )));
     }
     let mut world = World::new(s)?;
+    if !s.inject.drop_barrier.is_empty() {
+        return Err(Error::Config(format!(
+            "inject.drop_barrier={}: only `tlblab check` sees barriers (the simulator is sequentially consistent)",
+            s.inject.drop_barrier
+        )));
+    }
     (w.build)(s, &mut world)?;
     Ok(world)
 }

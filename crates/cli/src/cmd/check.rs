@@ -20,6 +20,10 @@ pub struct Args {
     /// it declares some): `off` explores every renamed copy, to compare.
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
     symmetry: String,
+    /// Memory model: `arch` (x86-TSO on x86, the weak model on arm64
+    /// and RISC-V), or `sc` / `tso` / `weak` to compare.
+    #[arg(long, default_value = "arch", value_parser = ["arch", "sc", "tso", "weak"])]
+    memory_model: String,
     #[arg(long)]
     json: bool,
 }
@@ -32,19 +36,22 @@ pub fn main(args: Args) -> Result<u8, Error> {
         max_depth,
         max_states,
         symmetry,
+        memory_model,
         json,
     } = args;
+    let model =
+        kernel::hw::memory_model::MemoryModel::parse(&memory_model).map_err(Error::Config)?;
     let bounds = check::Bounds {
         max_depth,
         max_states,
     };
     let symmetry = symmetry == "on";
     if all {
-        return check_all(&set, bounds, symmetry, json);
+        return check_all(&set, bounds, symmetry, model, json);
     }
     let name = name.ok_or_else(|| Error::Config("tlblab check needs a NAME or --all".into()))?;
     let c = check::configs::find(&name)?;
-    let o = check::configs::run(c, &set, bounds, symmetry)?;
+    let o = check::configs::run_with(c, &set, bounds, symmetry, model)?;
     let sym = match (o.symmetry.is_empty(), c.sym.is_empty()) {
         (false, _) => format!(" (symmetry: {})", check::groups_text(&o.symmetry)),
         (true, false) => " (symmetry off)".to_string(),
@@ -82,12 +89,13 @@ fn check_all(
     set: &[String],
     bounds: check::Bounds,
     symmetry: bool,
+    model: Option<kernel::hw::memory_model::MemoryModel>,
     json: bool,
 ) -> Result<u8, Error> {
     let mut rows = Vec::new();
     let mut ok = true;
     for c in check::configs::CATALOGUE {
-        let o = check::configs::run(c, set, bounds, symmetry)?;
+        let o = check::configs::run_with(c, set, bounds, symmetry, model)?;
         let expected = if c.expect_safe { "safe" } else { "unsafe" };
         let pass = o.verdict == expected;
         ok &= pass;

@@ -25,6 +25,13 @@ pub fn main() -> Result<u8, Error> {
     for (k, v, about) in Scenario::switches() {
         println!("  {k:<36} {v:<42} {about}");
     }
+    println!("\nnamed barriers (--set inject.drop_barrier=NAME, tlblab check only):");
+    for b in kernel::hw::memory_model::BARRIERS {
+        println!(
+            "  {:<36} {}\n  {:<36} pairs with {}",
+            b.name, b.kernel, "", b.pairs_with
+        );
+    }
     println!("\nbundled scenarios:");
     for (n, _) in tlblab::BUNDLED {
         println!("  {n}");

@@ -86,6 +86,7 @@ pub fn flush_tlb_page(w: &mut World, mm: MmId, va: u64, fx: &mut Effects) -> Flo
 /// with an mm.
 pub fn switch_mm(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) {
     match w.cfg.arch {
+        Arch::X86 if w.cfg.split_steps => x86::tlb::switch_mm_irqs_off_begin(w, cpu, next, fx),
         Arch::X86 => {
             x86::tlb::switch_mm_irqs_off(w, cpu, next, fx);
         }

@@ -1,2 +1,5 @@
-//! The hardware that the kernel drives: the MMU's page walker and TLB fills.
+//! The hardware that the kernel drives: the MMU's page walker and TLB fills,
+//! and the memory model the checker explores (store buffers, barriers).
+pub mod litmus;
+pub mod memory_model;
 pub mod mmu;

@@ -7,11 +7,18 @@
 //! back to a full flush otherwise.
 
 use crate::effects::{Effects, Label, Stat};
+use crate::hw::memory_model::{self as mo, Loc, Order};
 use crate::kernel_smp::{CallFunc, Cond, SmpCallFunctionManyCond};
 use crate::world::{layout, Flow, FlushReason, Frame, World};
 use crate::{MmId, TaskId, INIT_MM, TLB_FLUSH_ALL, TLB_GENERATION_INVALID};
 use machine::scenario::FlushTlbInfoPlacement;
 use machine::{Cost, CpuId, PAGE_SHIFT};
+
+/// `LOADED_MM_SWITCHING`: `cpu_tlbstate.loaded_mm` while CR3 is changing.
+pub const LOADED_MM_SWITCHING: MmId = MmId::MAX;
+/// `INIT_MM_CONTEXT`: `init_mm.context.ctx_id` is 1 (`last_mm_ctx_id`
+/// starts at 1, so user mms get 2, 3, ...; ctx_id 0 matches no mm).
+pub const INIT_MM_CTX_ID: u64 = 1;
 
 /// `TLB_NR_DYN_ASIDS`.
 pub const TLB_NR_DYN_ASIDS: usize = 6;
@@ -42,7 +49,7 @@ impl TlbState {
     pub fn new() -> Self {
         let mut ctxs = [TlbContext::default(); TLB_NR_DYN_ASIDS];
         ctxs[0] = TlbContext {
-            ctx_id: 0,
+            ctx_id: INIT_MM_CTX_ID,
             tlb_gen: 1,
         };
         TlbState {
@@ -110,6 +117,10 @@ pub enum Pc {
     Dispatch,
     /// `put_flush_tlb_info()`, `put_cpu()`.
     Done,
+    /// The same, after a step boundary: reached only when stores were
+    /// still buffered at `Done` (a dropped barrier), so other CPUs and the
+    /// drain can act before this CPU goes on to free pages.
+    Put,
 }
 
 /// `flush_tlb_mm_range(mm, start, end, stride_shift, freed_tables)` in progress.
@@ -147,7 +158,7 @@ impl FlushTlbMmRange {
                 if !w.cfg.preemptible_flush {
                     w.cpus[cpu as usize].preempt_count += 1;
                 }
-                let new_tlb_gen = inc_mm_tlb_gen(w, self.mm, fx);
+                let new_tlb_gen = inc_mm_tlb_gen_on(w, cpu, self.mm, fx);
                 self.info = Some(get_flush_tlb_info(
                     w,
                     cpu,
@@ -187,7 +198,11 @@ impl FlushTlbMmRange {
                 }
                 Flow::Continue
             }
-            Pc::Done => {
+            Pc::Done if !w.membufs[cpu as usize].is_empty() => {
+                self.pc = Pc::Put;
+                Flow::Yield
+            }
+            Pc::Done | Pc::Put => {
                 // put_flush_tlb_info(); put_cpu() / migrate_enable().
                 if let Some(InfoRef::PerCpu(c)) = self.info {
                     w.cpus[c as usize].flush_info_busy = false;
@@ -212,6 +227,27 @@ pub fn inc_mm_tlb_gen(w: &mut World, mm: MmId, fx: &mut Effects) -> u64 {
     m.tlb_gen += 1;
     fx.label(Label::IncMmTlbGen { mm, gen: m.tlb_gen });
     m.tlb_gen
+}
+
+/// arch/x86/include/asm/mmu_context.h: `inc_mm_tlb_gen` on `cpu`, under
+/// the checker's memory model: the locked increment drains `cpu`'s store
+/// buffer and is visible at once. With the barrier dropped
+/// (`inc_mm_tlb_gen.atomic64_inc_return`) it is a plain load and a
+/// buffered store, so `should_flush_tlb`'s later reads can pass it.
+pub fn inc_mm_tlb_gen_on(w: &mut World, cpu: CpuId, mm: MmId, fx: &mut Effects) -> u64 {
+    if !mo::dropped(w, mo::INC_MM_TLB_GEN) {
+        mo::barrier(w, cpu, None, Order::Full, fx);
+        return inc_mm_tlb_gen(w, mm, fx);
+    }
+    fx.label(Label::BarrierDropped {
+        name: mo::INC_MM_TLB_GEN,
+    });
+    fx.cost(Cost::AtomicOp, 1);
+    fx.write(layout::mm_tlb_gen(mm));
+    let gen = mo::load(w, cpu, Loc::MmTlbGen(mm), fx) + 1;
+    mo::store(w, cpu, Loc::MmTlbGen(mm), gen, fx);
+    fx.label(Label::IncMmTlbGen { mm, gen });
+    gen
 }
 
 /// arch/x86/mm/tlb.c: `get_flush_tlb_info` / `init_flush_tlb_info`: fill the
@@ -411,19 +447,30 @@ pub fn native_flush_tlb_multi(w: &mut World, mask: machine::CpuMask, info: InfoR
 }
 
 /// arch/x86/mm/tlb.c: `should_flush_tlb`: is `cpu` worth an IPI for `info`?
-/// Reads the target's `cpu_tlbstate_shared.is_lazy` and `loaded_mm` lines.
+/// Reads the target's `loaded_mm`, `smp_rmb()`, then `is_lazy` (so
+/// `is_lazy` is at least as new as `loaded_mm`: `switch_mm_irqs_off`
+/// stores them in the other order); a CPU caught switching
+/// (`LOADED_MM_SWITCHING`) may hold either mm and is flushed (both from
+/// fea4e317f9e7).
 pub fn should_flush_tlb(w: &World, cpu: CpuId, info: InfoRef, fx: &mut Effects) -> bool {
-    let ts = &w.cpus[cpu as usize].tlbstate;
+    let f = w.flush_info(info);
+    let me = f.initiating_cpu;
+    let loaded_mm = mo::load(w, me, Loc::LoadedMm(cpu), fx) as MmId;
+    if mo::dropped(w, mo::SHOULD_FLUSH_TLB_SMP_RMB) {
+        // x86: smp_rmb() is barrier(); loads stay in order under TSO.
+        fx.label(Label::BarrierDropped {
+            name: mo::SHOULD_FLUSH_TLB_SMP_RMB,
+        });
+    }
     fx.read(layout::cpu_tlbstate_shared(cpu));
-    if ts.is_lazy {
+    if mo::load(w, me, Loc::IsLazy(cpu), fx) != 0 {
         return false;
     }
-    let f = w.flush_info(info);
     let Some(mm) = f.mm else {
         return true;
     };
     fx.read(layout::cpu_tlbstate(cpu));
-    ts.loaded_mm == mm || f.trim_cpumask
+    loaded_mm == LOADED_MM_SWITCHING || loaded_mm == mm || f.trim_cpumask
 }
 
 /// arch/x86/mm/tlb.c: `flush_tlb_func`: bring this CPU's TLB up to date
@@ -456,7 +503,7 @@ pub fn flush_tlb_func(w: &mut World, cpu: CpuId, r: InfoRef, fx: &mut Effects) {
     if loaded_mm == INIT_MM {
         return;
     }
-    if w.cpus[c].tlbstate.is_lazy {
+    if mo::load(w, cpu, Loc::IsLazy(cpu), fx) != 0 {
         // Lazy: switch to init_mm rather than flush, so the paging-structure
         // caches cannot walk freed tables speculatively.
         switch_mm_irqs_off(w, cpu, INIT_MM, fx);
@@ -471,7 +518,7 @@ pub fn flush_tlb_func(w: &mut World, cpu: CpuId, r: InfoRef, fx: &mut Effects) {
         return;
     }
     fx.read(layout::mm_tlb_gen(loaded_mm));
-    let mm_tlb_gen = w.mms[loaded_mm as usize].tlb_gen;
+    let mm_tlb_gen = mo::load(w, cpu, Loc::MmTlbGen(loaded_mm), fx);
     let reason = if !local {
         FlushReason::RemoteShootdown
     } else if f.mm.is_none() {
@@ -556,6 +603,8 @@ fn choose_new_asid(w: &mut World, cpu: CpuId, next: MmId, next_tlb_gen: u64) -> 
 /// slot if it is behind `next->context.tlb_gen`; returning from lazy mode to
 /// the same mm checks the generation too.
 pub fn switch_mm_irqs_off(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) -> bool {
+    // Run as one step: its CR3 write serializes, so nothing stays buffered.
+    mo::barrier(w, cpu, None, Order::Full, fx);
     let c = cpu as usize;
     let prev = w.cpus[c].tlbstate.loaded_mm;
     let prev_asid = w.cpus[c].tlbstate.loaded_mm_asid;
@@ -587,6 +636,25 @@ pub fn switch_mm_irqs_off(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effect
         next_tlb_gen = w.mms[next as usize].tlb_gen;
         (new_asid, need_flush) = choose_new_asid(w, cpu, next, next_tlb_gen);
     }
+    load_new_mm_cr3(w, cpu, prev, next, new_asid, need_flush, next_tlb_gen, fx);
+    need_flush
+}
+
+/// arch/x86/mm/tlb.c: the tail of `switch_mm_irqs_off`: record the ASID
+/// slot's generation, `load_new_mm_cr3` (flushing the slot when asked),
+/// then `loaded_mm = next` after the CR3 write.
+#[allow(clippy::too_many_arguments)]
+fn load_new_mm_cr3(
+    w: &mut World,
+    cpu: CpuId,
+    prev: MmId,
+    next: MmId,
+    new_asid: u16,
+    need_flush: bool,
+    next_tlb_gen: u64,
+    fx: &mut Effects,
+) {
+    let c = cpu as usize;
     let ctx_id = w.mms[next as usize].ctx_id;
     let ts = &mut w.cpus[c].tlbstate;
     if need_flush {
@@ -611,7 +679,6 @@ pub fn switch_mm_irqs_off(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effect
         to: next,
         flush: need_flush,
     });
-    need_flush
 }
 
 /// arch/x86/mm/tlb.c: `enter_lazy_tlb`: a kernel thread (or idle) keeps the
@@ -621,9 +688,14 @@ pub fn enter_lazy_tlb(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     if ts.loaded_mm == INIT_MM {
         return;
     }
-    ts.is_lazy = true;
+    let mm = ts.loaded_mm;
+    // __schedule took the rq lock (a locked op), so the buffer is empty;
+    // the store is then made visible at once: a later is_lazy = true only
+    // makes flushers IPI this CPU more, never less.
+    mo::barrier(w, cpu, None, Order::Full, fx);
+    w.cpus[cpu as usize].tlbstate.is_lazy = true;
     fx.write(layout::cpu_tlbstate_shared(cpu));
-    fx.label(Label::EnterLazy { mm: ts.loaded_mm });
+    fx.label(Label::EnterLazy { mm });
 }
 
 /// arch/x86/include/asm/tlb.h: `tlb_flush`: `flush_tlb_mm_range(tlb->mm,
@@ -648,4 +720,153 @@ pub fn tlb_flush(w: &World, task: TaskId) -> Flow {
         PAGE_SHIFT,
         g.freed_tables || unshared,
     )))
+}
+
+/// Program points of [`SwitchMmIrqsOff`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SwitchPc {
+    /// `is_lazy = false`; then either the lazy return's `smp_mb()`, or
+    /// `loaded_mm = LOADED_MM_SWITCHING` and `cpumask_set_cpu` (a locked
+    /// op) or, with the bit already set, `smp_mb()`. One step: until the
+    /// barrier its stores are only in this CPU's buffer, invisible to the
+    /// others, so a step boundary before it would add nothing they can see
+    /// but a drain of `LOADED_MM_SWITCHING` (which only makes flushers IPI
+    /// this CPU more).
+    Start,
+    /// `atomic64_read(&next->context.tlb_gen)`, `choose_new_asid`.
+    ReadTlbGen,
+    /// Back from lazy mode to the same mm: read `tlb_gen`.
+    LazyReadTlbGen,
+    /// `load_new_mm_cr3` (serializing), `loaded_mm = next`.
+    LoadCr3,
+}
+
+/// arch/x86/mm/tlb.c: `switch_mm_irqs_off` as the checker runs it, one
+/// step per window the kernel has, so a flush on another CPU can run
+/// between this CPU's stores and its `tlb_gen` read, and a buffered store
+/// can still be in the store buffer when the flusher reads.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SwitchMmIrqsOff {
+    pub next: MmId,
+    pub prev: MmId,
+    pub pc: SwitchPc,
+    pub new_asid: u16,
+    pub need_flush: bool,
+    pub next_tlb_gen: u64,
+}
+
+/// `context_switch` → `switch_mm_irqs_off(next)` with `split_steps`: IRQs
+/// off (as in `context_switch`) and the path pushed on the incoming task's
+/// stack; it runs before anything else the task does.
+pub fn switch_mm_irqs_off_begin(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) {
+    // __schedule took the rq lock (a locked op): nothing is buffered here.
+    mo::barrier(w, cpu, None, Order::Full, fx);
+    let t = w.cpus[cpu as usize]
+        .curr
+        .expect("context_switch picked a task");
+    fx.label(Label::SwitchMmBegin {
+        from: w.cpus[cpu as usize].tlbstate.loaded_mm,
+        to: next,
+    });
+    w.cpus[cpu as usize].irqs_off += 1;
+    let mut f = SwitchMmIrqsOff {
+        next,
+        prev: next,
+        pc: SwitchPc::Start,
+        new_asid: 0,
+        need_flush: false,
+        next_tlb_gen: 0,
+    };
+    // The first window runs in the context-switch step itself.
+    if let Flow::Yield = f.step(w, cpu, fx) {
+        w.tasks[t as usize].kstack.push(Frame::SwitchMmIrqsOff(f));
+    }
+}
+
+impl SwitchMmIrqsOff {
+    /// arch/x86/mm/tlb.c: `switch_mm_irqs_off`, one window per step.
+    pub fn step(&mut self, w: &mut World, cpu: CpuId, fx: &mut Effects) -> Flow {
+        let (c, next) = (cpu as usize, self.next);
+        match self.pc {
+            SwitchPc::Start => {
+                self.prev = mo::load(w, cpu, Loc::LoadedMm(cpu), fx) as MmId;
+                let was_lazy = mo::load(w, cpu, Loc::IsLazy(cpu), fx) != 0;
+                if was_lazy {
+                    mo::store(w, cpu, Loc::IsLazy(cpu), 0, fx);
+                    fx.write(layout::cpu_tlbstate_shared(cpu));
+                }
+                if self.prev == next {
+                    if !was_lazy {
+                        return self.finish(w, cpu);
+                    }
+                    // "The barrier synchronizes with the tlb_gen increment
+                    // in the TLB shootdown code."
+                    mo::barrier(w, cpu, Some(mo::SWITCH_MM_LAZY_SMP_MB), Order::Full, fx);
+                    self.pc = SwitchPc::LazyReadTlbGen;
+                    return Flow::Yield;
+                }
+                // "Indicate that CR3 is about to change."
+                mo::store(w, cpu, Loc::LoadedMm(cpu), LOADED_MM_SWITCHING as u64, fx);
+                fx.write(layout::cpu_tlbstate(cpu));
+                let bit = Loc::MmCpumask { mm: next, cpu };
+                if next != INIT_MM && mo::load(w, cpu, bit, fx) == 0 {
+                    // cpumask_set_cpu: lock bts, a full barrier.
+                    mo::store(w, cpu, bit, 1, fx);
+                    fx.write(layout::mm_cpumask(next, cpu));
+                    mo::barrier(w, cpu, Some(mo::SWITCH_MM_CPUMASK_SET_CPU), Order::Full, fx);
+                } else {
+                    mo::barrier(w, cpu, Some(mo::SWITCH_MM_SMP_MB), Order::Full, fx);
+                }
+                self.pc = SwitchPc::ReadTlbGen;
+                Flow::Yield
+            }
+            SwitchPc::ReadTlbGen => {
+                fx.read(layout::mm_tlb_gen(next));
+                self.next_tlb_gen = mo::load(w, cpu, Loc::MmTlbGen(next), fx);
+                fx.label(Label::SwitchMmReadTlbGen {
+                    mm: next,
+                    gen: self.next_tlb_gen,
+                });
+                (self.new_asid, self.need_flush) = choose_new_asid(w, cpu, next, self.next_tlb_gen);
+                self.pc = SwitchPc::LoadCr3;
+                Flow::Yield
+            }
+            SwitchPc::LazyReadTlbGen => {
+                fx.read(layout::mm_tlb_gen(next));
+                self.next_tlb_gen = mo::load(w, cpu, Loc::MmTlbGen(next), fx);
+                fx.label(Label::SwitchMmReadTlbGen {
+                    mm: next,
+                    gen: self.next_tlb_gen,
+                });
+                let asid = w.cpus[c].tlbstate.loaded_mm_asid;
+                if w.cpus[c].tlbstate.ctxs[asid as usize].tlb_gen == self.next_tlb_gen {
+                    return self.finish(w, cpu);
+                }
+                (self.new_asid, self.need_flush) = (asid, true);
+                self.pc = SwitchPc::LoadCr3;
+                Flow::Yield
+            }
+            SwitchPc::LoadCr3 => {
+                // write_cr3 is serializing: the store buffer drains first.
+                mo::barrier(w, cpu, None, Order::Full, fx);
+                load_new_mm_cr3(
+                    w,
+                    cpu,
+                    self.prev,
+                    next,
+                    self.new_asid,
+                    self.need_flush,
+                    self.next_tlb_gen,
+                    fx,
+                );
+                self.finish(w, cpu)
+            }
+        }
+    }
+
+    /// `local_irq_enable()` after `context_switch`.
+    fn finish(&self, w: &mut World, cpu: CpuId) -> Flow {
+        w.cpus[cpu as usize].irqs_off -= 1;
+        Flow::Return
+    }
 }

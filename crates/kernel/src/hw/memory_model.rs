@@ -1,0 +1,445 @@
+//! The checker's memory model: per-CPU store buffers over the modelled
+//! shared locations, and the kernel's barriers that drain or order them.
+//!
+//! The simulator is sequentially consistent (SC): a store goes straight to
+//! memory. The checker can give the world a weaker model
+//! ([`KernelCfg::memory_model`](crate::world::KernelCfg)):
+//!
+//! - **x86-TSO** (Owens, Sarkar, Sewell, "A better x86 memory model:
+//!   x86-TSO", TPHOLs 2009): each CPU has a FIFO store buffer; a load reads
+//!   the CPU's own newest buffered store to that location, else memory; the
+//!   oldest buffered store drains to memory at any moment (a checker
+//!   choice, [`StepKind::Drain`](crate::world::StepKind)); a locked
+//!   instruction, `mfence`/`smp_mb()` and serializing instructions (a CR3
+//!   write, `iret`) drain the whole buffer first.
+//! - **weak** (arm64, RISC-V): the same buffers, but a buffered store may
+//!   drain before older stores to *other* locations unless a store-store
+//!   barrier (`smp_wmb()`, `dmb ishst`, `RISCV_FENCE(w,w)`) separates them;
+//!   stores to one location stay in order (coherence). This gives
+//!   store->load and store->store reordering over a multi-copy-atomic
+//!   memory, the two relaxations of the flat model of Pulte et al.,
+//!   "Simplifying ARM concurrency: multicopy-atomic axiomatic and
+//!   operational models for ARMv8" (POPL 2018) and of RVWMO (RISC-V
+//!   unprivileged ISA, chapter "RVWMO Memory Consistency Model") that a
+//!   store buffer can express. Load->load reordering is modelled only in
+//!   the litmus explorer ([`crate::hw::litmus`]); load->store reordering
+//!   (the LB shape) is not modelled at all (see docs/checker.md).
+//!
+//! Bound: a buffer holds at most [`STORE_BUFFER_DEPTH`] stores; a store
+//! into a full buffer first drains the oldest (what a real CPU does when
+//! its buffer is full: it stalls until one drains).
+
+use machine::CpuId;
+
+/// Stores a CPU can hold in its buffer before the oldest must drain.
+pub const STORE_BUFFER_DEPTH: usize = 4;
+
+/// The memory model the checker explores.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MemoryModel {
+    /// Sequential consistency: every store is visible at once.
+    #[default]
+    Sc,
+    /// x86-TSO: FIFO store buffers.
+    Tso,
+    /// arm64 / RISC-V: store buffers that drain out of order across locations.
+    Weak,
+}
+
+impl MemoryModel {
+    /// The model of an architecture's hardware.
+    pub fn of_arch(arch: machine::scenario::Arch) -> MemoryModel {
+        match arch {
+            machine::scenario::Arch::X86 => MemoryModel::Tso,
+            _ => MemoryModel::Weak,
+        }
+    }
+    /// `sc`, `tso`, `weak`, or `arch` (the architecture's own: `None`).
+    pub fn parse(s: &str) -> Result<Option<MemoryModel>, String> {
+        match s {
+            "sc" => Ok(Some(MemoryModel::Sc)),
+            "tso" => Ok(Some(MemoryModel::Tso)),
+            "weak" => Ok(Some(MemoryModel::Weak)),
+            "arch" => Ok(None),
+            _ => Err(format!(
+                "unknown memory model '{s}' (known: sc, tso, weak, arch)"
+            )),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryModel::Sc => "sc",
+            MemoryModel::Tso => "tso",
+            MemoryModel::Weak => "weak",
+        }
+    }
+}
+
+/// A modelled shared location.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Loc {
+    /// `cpu`'s bit of `mm_cpumask(mm)`.
+    MmCpumask { mm: crate::MmId, cpu: CpuId },
+    /// `mm->context.tlb_gen`.
+    MmTlbGen(crate::MmId),
+    /// `per_cpu(cpu_tlbstate.loaded_mm, cpu)`.
+    LoadedMm(CpuId),
+    /// `per_cpu(cpu_tlbstate_shared.is_lazy, cpu)`.
+    IsLazy(CpuId),
+    /// A plain variable of a litmus test (`x`, `y`, ...).
+    Var(u8),
+}
+
+impl Loc {
+    /// This location with its CPU ids renamed by `f`.
+    pub fn renamed(self, f: impl Fn(CpuId) -> CpuId) -> Loc {
+        match self {
+            Loc::MmCpumask { mm, cpu } => Loc::MmCpumask { mm, cpu: f(cpu) },
+            Loc::LoadedMm(c) => Loc::LoadedMm(f(c)),
+            Loc::IsLazy(c) => Loc::IsLazy(f(c)),
+            other => other,
+        }
+    }
+}
+
+impl std::fmt::Display for Loc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Loc::MmCpumask { mm, cpu } => write!(f, "mm{mm}'s mm_cpumask bit {cpu}"),
+            Loc::MmTlbGen(mm) => write!(f, "mm{mm}'s context.tlb_gen"),
+            Loc::LoadedMm(c) => write!(f, "CPU{c}'s cpu_tlbstate.loaded_mm"),
+            Loc::IsLazy(c) => write!(f, "CPU{c}'s cpu_tlbstate_shared.is_lazy"),
+            Loc::Var(v) => write!(f, "{}", (b'x' + v) as char),
+        }
+    }
+}
+
+/// Barrier kinds, by what they order (the kernel names map onto these).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Order {
+    /// Everything before against everything after: `smp_mb()`, a locked
+    /// instruction, `mfence`, a CR3 write, `dmb ish`, `dsb ish`,
+    /// `fence rw,rw`; also `RISCV_FENCE(w,r)` for a store buffer (earlier
+    /// stores drain before later loads).
+    Full,
+    /// Earlier stores before later stores: `smp_wmb()`, `dmb ishst`,
+    /// `fence w,w`.
+    StoreStore,
+    /// Earlier loads before later loads: `smp_rmb()`, `dmb ishld`,
+    /// `fence r,r`. No effect on a store buffer.
+    LoadLoad,
+}
+
+/// One buffered store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Buffered {
+    pub loc: Loc,
+    pub val: u64,
+    /// Store-store barriers executed by this CPU before the store.
+    pub epoch: u16,
+}
+
+/// A CPU's store buffer, oldest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct StoreBuffer {
+    pub entries: Vec<Buffered>,
+    /// Store-store barriers executed so far (weak model).
+    pub epoch: u16,
+}
+
+impl StoreBuffer {
+    /// The newest buffered store to `loc` (store-to-load forwarding).
+    pub fn forward(&self, loc: Loc) -> Option<u64> {
+        self.entries
+            .iter()
+            .rev()
+            .find(|e| e.loc == loc)
+            .map(|e| e.val)
+    }
+
+    /// Buffer a store. Returns the oldest store, which must drain first,
+    /// when the buffer was full.
+    pub fn push(&mut self, loc: Loc, val: u64) -> Option<Buffered> {
+        let spill = (self.entries.len() >= STORE_BUFFER_DEPTH).then(|| self.entries.remove(0));
+        self.entries.push(Buffered {
+            loc,
+            val,
+            epoch: self.epoch,
+        });
+        spill
+    }
+
+    /// Slots whose store may drain now: under TSO only the oldest; under
+    /// the weak model every store with no older store to the same
+    /// location and no older store before a store-store barrier.
+    pub fn drainable(&self, model: MemoryModel) -> impl Iterator<Item = usize> + '_ {
+        let n = match model {
+            MemoryModel::Sc => 0,
+            MemoryModel::Tso => self.entries.len().min(1),
+            MemoryModel::Weak => self.entries.len(),
+        };
+        (0..n).filter(move |&i| {
+            let e = self.entries[i];
+            self.entries[..i]
+                .iter()
+                .all(|o| o.loc != e.loc && o.epoch == e.epoch)
+        })
+    }
+
+    /// Remove slot `i` (one of [`StoreBuffer::drainable`]).
+    pub fn take(&mut self, i: usize) -> Buffered {
+        self.entries.remove(i)
+    }
+
+    /// Execute a barrier: a full barrier returns every buffered store, in
+    /// order, to drain now; a store-store barrier starts a new epoch.
+    pub fn barrier(&mut self, order: Order) -> Vec<Buffered> {
+        match order {
+            Order::Full => std::mem::take(&mut self.entries),
+            Order::StoreStore => {
+                if !self.entries.is_empty() {
+                    self.epoch = self.epoch.wrapping_add(1);
+                }
+                Vec::new()
+            }
+            Order::LoadLoad => Vec::new(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tso_drains_fifo_weak_drains_across_locations() {
+        let mut b = StoreBuffer::default();
+        b.push(Loc::Var(0), 1);
+        b.push(Loc::Var(1), 1);
+        b.push(Loc::Var(0), 2);
+        assert_eq!(b.drainable(MemoryModel::Tso).collect::<Vec<_>>(), [0]);
+        // The second store to x waits behind the first: coherence.
+        assert_eq!(b.drainable(MemoryModel::Weak).collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(b.forward(Loc::Var(0)), Some(2));
+        assert_eq!(b.drainable(MemoryModel::Sc).count(), 0);
+    }
+
+    #[test]
+    fn store_store_barrier_orders_weak_drains() {
+        let mut b = StoreBuffer::default();
+        b.push(Loc::Var(0), 1);
+        assert!(b.barrier(Order::StoreStore).is_empty());
+        b.push(Loc::Var(1), 1);
+        assert_eq!(b.drainable(MemoryModel::Weak).collect::<Vec<_>>(), [0]);
+        assert_eq!(b.barrier(Order::Full).len(), 2);
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn a_full_buffer_spills_its_oldest_store() {
+        let mut b = StoreBuffer::default();
+        for v in 0..STORE_BUFFER_DEPTH as u64 {
+            assert_eq!(b.push(Loc::Var(0), v), None);
+        }
+        let spilled = b.push(Loc::Var(0), 9).expect("full");
+        assert_eq!(spilled.val, 0);
+        assert_eq!(b.entries.len(), STORE_BUFFER_DEPTH);
+    }
+}
+
+/// A barrier in the modelled kernel code that `inject.drop_barrier=NAME`
+/// can remove.
+#[derive(Clone, Copy, Debug)]
+pub struct NamedBarrier {
+    pub name: &'static str,
+    /// The kernel file and function it models.
+    pub kernel: &'static str,
+    pub order: Order,
+    /// What it pairs with, and where the kernel says so.
+    pub pairs_with: &'static str,
+}
+
+/// `switch_mm_irqs_off`: the full barrier of `cpumask_set_cpu` (a `lock bts`).
+pub const SWITCH_MM_CPUMASK_SET_CPU: &str = "switch_mm_irqs_off.cpumask_set_cpu";
+/// `switch_mm_irqs_off`: the `smp_mb()` when the bit is already set.
+pub const SWITCH_MM_SMP_MB: &str = "switch_mm_irqs_off.smp_mb";
+/// `switch_mm_irqs_off`: the `smp_mb()` on the return from lazy mode.
+pub const SWITCH_MM_LAZY_SMP_MB: &str = "switch_mm_irqs_off.lazy_smp_mb";
+/// `flush_tlb_mm_range` → `inc_mm_tlb_gen`: the full barrier of `atomic64_inc_return`.
+pub const INC_MM_TLB_GEN: &str = "inc_mm_tlb_gen.atomic64_inc_return";
+/// `should_flush_tlb`: the `smp_rmb()` between the `loaded_mm` and `is_lazy` reads.
+pub const SHOULD_FLUSH_TLB_SMP_RMB: &str = "should_flush_tlb.smp_rmb";
+
+/// Every named barrier of the modelled paths (`tlblab list` prints them).
+pub const BARRIERS: &[NamedBarrier] = &[
+    NamedBarrier {
+        name: SWITCH_MM_CPUMASK_SET_CPU,
+        kernel: "arch/x86/mm/tlb.c: switch_mm_irqs_off (cpumask_set_cpu, a locked RMW)",
+        order: Order::Full,
+        pairs_with: "the full barrier of atomic64_inc_return in flush_tlb_mm_range's inc_mm_tlb_gen: \
+                     this CPU's mm_cpumask bit (and LOADED_MM_SWITCHING) are visible before it reads \
+                     tlb_gen (comment \"Rely on the smp_mb() implied by cpumask_set_cpu()\", 83b0177a6c48)",
+    },
+    NamedBarrier {
+        name: SWITCH_MM_SMP_MB,
+        kernel: "arch/x86/mm/tlb.c: switch_mm_irqs_off (else smp_mb(), 83b0177a6c48, CVE-2025-40174)",
+        order: Order::Full,
+        pairs_with: "inc_mm_tlb_gen's atomic64_inc_return: when the mm_cpumask bit is already set no \
+                     locked op runs, so the LOADED_MM_SWITCHING store needs it before the tlb_gen read \
+                     (\"switch_mm() must see the new tlb_gen or flush_tlb_mm_range() must see the new loaded_mm\")",
+    },
+    NamedBarrier {
+        name: SWITCH_MM_LAZY_SMP_MB,
+        kernel: "arch/x86/mm/tlb.c: switch_mm_irqs_off (prev == next, was_lazy: smp_mb())",
+        order: Order::Full,
+        pairs_with: "inc_mm_tlb_gen's atomic64_inc_return: is_lazy = false is visible before the tlb_gen \
+                     read (\"The barrier synchronizes with the tlb_gen increment in the TLB shootdown code\")",
+    },
+    NamedBarrier {
+        name: INC_MM_TLB_GEN,
+        kernel: "arch/x86/include/asm/mmu_context.h: inc_mm_tlb_gen (atomic64_inc_return, lock xadd)",
+        order: Order::Full,
+        pairs_with: "switch_mm_irqs_off's cpumask_set_cpu / smp_mb(): the new tlb_gen is visible before \
+                     should_flush_tlb reads loaded_mm and is_lazy (\"// smp_mb() implied\", 83b0177a6c48)",
+    },
+    NamedBarrier {
+        name: SHOULD_FLUSH_TLB_SMP_RMB,
+        kernel: "arch/x86/mm/tlb.c: should_flush_tlb (smp_rmb() after reading loaded_mm)",
+        order: Order::LoadLoad,
+        pairs_with: "switch_mm_irqs_off's store order is_lazy = false before loaded_mm = \
+                     LOADED_MM_SWITCHING (\"Ensure 'is_lazy' is at least as new as 'loaded_mm'\"); \
+                     on x86 smp_rmb() is only a compiler barrier",
+    },
+];
+
+/// Look a named barrier up.
+pub fn find_barrier(name: &str) -> Option<&'static NamedBarrier> {
+    BARRIERS.iter().find(|b| b.name == name)
+}
+
+use crate::effects::{Effects, Label};
+use crate::world::World;
+
+/// The value of `loc` in memory (what another CPU reads).
+pub fn read_mem(w: &World, loc: Loc) -> u64 {
+    match loc {
+        Loc::MmCpumask { mm, cpu } => w.mms[mm as usize].cpumask.test(cpu) as u64,
+        Loc::MmTlbGen(mm) => w.mms[mm as usize].tlb_gen,
+        Loc::LoadedMm(c) => w.cpus[c as usize].tlbstate.loaded_mm as u64,
+        Loc::IsLazy(c) => w.cpus[c as usize].tlbstate.is_lazy as u64,
+        Loc::Var(_) => unreachable!("litmus variables live in hw::litmus"),
+    }
+}
+
+/// Write `val` to `loc` in memory.
+pub fn write_mem(w: &mut World, loc: Loc, val: u64) {
+    match loc {
+        Loc::MmCpumask { mm, cpu } => {
+            let m = &mut w.mms[mm as usize].cpumask;
+            if val != 0 {
+                m.set(cpu)
+            } else {
+                m.clear(cpu)
+            }
+        }
+        Loc::MmTlbGen(mm) => w.mms[mm as usize].tlb_gen = val,
+        Loc::LoadedMm(c) => w.cpus[c as usize].tlbstate.loaded_mm = val as crate::MmId,
+        Loc::IsLazy(c) => w.cpus[c as usize].tlbstate.is_lazy = val != 0,
+        Loc::Var(_) => unreachable!("litmus variables live in hw::litmus"),
+    }
+}
+
+/// `cpu` stores `val` to `loc`: into its store buffer unless the model is SC.
+pub fn store(w: &mut World, cpu: CpuId, loc: Loc, val: u64, fx: &mut Effects) {
+    if w.cfg.memory_model == MemoryModel::Sc {
+        write_mem(w, loc, val);
+        return;
+    }
+    fx.label(Label::StoreBuffered { loc, val });
+    if let Some(old) = w.membufs[cpu as usize].push(loc, val) {
+        write_mem(w, old.loc, old.val);
+    }
+}
+
+/// `cpu` loads `loc`: its own newest buffered store, else memory. Labels
+/// the read when another CPU still holds a store to `loc` in its buffer.
+pub fn load(w: &World, cpu: CpuId, loc: Loc, fx: &mut Effects) -> u64 {
+    if let Some(v) = w.membufs[cpu as usize].forward(loc) {
+        return v;
+    }
+    if fx.tracing {
+        for (owner, b) in w.membufs.iter().enumerate() {
+            if owner != cpu as usize && b.forward(loc).is_some() {
+                fx.label(Label::ReadPastBuffer {
+                    owner: owner as CpuId,
+                    loc,
+                });
+            }
+        }
+    }
+    read_mem(w, loc)
+}
+
+/// `cpu` executes barrier `name` (or an unnamed one when `None`: a locked
+/// instruction or a serializing one that no patch would remove). A
+/// dropped barrier does nothing.
+pub fn barrier(
+    w: &mut World,
+    cpu: CpuId,
+    name: Option<&'static str>,
+    order: Order,
+    fx: &mut Effects,
+) {
+    if let Some(n) = name {
+        if w.cfg.inject.drop_barrier == n {
+            fx.label(Label::BarrierDropped { name: n });
+            return;
+        }
+    }
+    let drained = w.membufs[cpu as usize].barrier(order);
+    if let (Some(n), true) = (name, !drained.is_empty()) {
+        fx.label(Label::Barrier {
+            name: n,
+            drained: drained.len() as u8,
+        });
+    }
+    for e in drained {
+        write_mem(w, e.loc, e.val);
+    }
+}
+
+/// Is barrier `name` removed by `inject.drop_barrier`?
+pub fn dropped(w: &World, name: &str) -> bool {
+    w.cfg.inject.drop_barrier == name
+}
+
+/// The `StepKind::Drain { slot }` choices of `cpu`.
+pub fn drain_choices(w: &World, cpu: CpuId) -> impl Iterator<Item = usize> + '_ {
+    w.membufs[cpu as usize].drainable(w.cfg.memory_model)
+}
+
+/// Drain slot `slot` of `cpu`'s store buffer to memory.
+pub fn drain(w: &mut World, cpu: CpuId, slot: usize, fx: &mut Effects) {
+    let e = w.membufs[cpu as usize].take(slot);
+    fx.label(Label::Drained {
+        loc: e.loc,
+        val: e.val,
+    });
+    write_mem(w, e.loc, e.val);
+}
+
+/// A buffered value as the kernel would name it.
+pub fn show_val(loc: Loc, val: u64) -> String {
+    match loc {
+        Loc::LoadedMm(_) if val == crate::arch::x86::tlb::LOADED_MM_SWITCHING as u64 => {
+            "LOADED_MM_SWITCHING".into()
+        }
+        Loc::LoadedMm(_) => format!("mm{val}"),
+        Loc::IsLazy(_) => (val != 0).to_string(),
+        _ => val.to_string(),
+    }
+}
