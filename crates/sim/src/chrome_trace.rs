@@ -270,6 +270,7 @@ fn kind_name(kind: StepKind) -> &'static str {
             migrate_to: Some(_),
         } => "scheduler_tick (migrate)",
         StepKind::TimerIrq => "hrtimer_interrupt",
+        StepKind::Drain { .. } => "store buffer drain",
     }
 }
 
@@ -315,5 +316,10 @@ fn kernel_name(l: &Label) -> &'static str {
         Label::SbiRfence { .. } => "sbi_remote_sfence_vma_asid",
         Label::Wakeup { .. } => "hrtimer_wakeup",
         Label::KernelAccess { .. } => "kernel access",
+        Label::StoreBuffered { .. } | Label::Drained { .. } | Label::ReadPastBuffer { .. } => {
+            "store buffer"
+        }
+        Label::Barrier { name, .. } | Label::BarrierDropped { name } => name,
+        Label::SwitchMmBegin { .. } | Label::SwitchMmReadTlbGen { .. } => "switch_mm_irqs_off",
     }
 }
