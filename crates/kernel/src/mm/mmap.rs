@@ -23,7 +23,9 @@ pub fn mmap_write_unlock(w: &mut World, mm: crate::MmId, fx: &mut Effects) {
 }
 
 /// 1 GiB: the range one PMD table maps (`PUD_SIZE`).
-pub const PUD_SIZE: u64 = 1 << 30;
+pub const PUD_SIZE: u64 = 1 << PUD_SHIFT;
+/// `PUD_SHIFT`.
+pub const PUD_SHIFT: u32 = 30;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Pc {
@@ -48,6 +50,8 @@ pub struct Munmap {
     pub end: u64,
     /// The range was a hugetlbfs mapping.
     pub hugetlb: bool,
+    /// `exit_mmap`'s `tlb_gather_mmu_fullmm`: the whole mm goes.
+    pub fullmm: bool,
     pub pc: Pc,
 }
 
@@ -57,7 +61,17 @@ impl Munmap {
             start,
             end: start + len,
             hugetlb: false,
+            fullmm: false,
             pc: Pc::Enter,
+        }
+    }
+
+    /// mm/mmap.c: `exit_mmap` of an mm whose mappings are `[start, start +
+    /// len)`: the same teardown under a `fullmm` gather (`TLB_FLUSH_ALL`).
+    pub fn exit_mmap(start: u64, len: u64) -> Self {
+        Munmap {
+            fullmm: true,
+            ..Self::new(start, len)
         }
     }
 
@@ -89,7 +103,12 @@ impl Munmap {
                     }
                 }
                 *vmas = kept;
-                w.tasks[task as usize].gather.tlb_gather_mmu(mm);
+                let g = &mut w.tasks[task as usize].gather;
+                if self.fullmm {
+                    g.tlb_gather_mmu_fullmm(mm);
+                } else {
+                    g.tlb_gather_mmu(mm);
+                }
                 self.pc = Pc::Zap(self.start);
                 Flow::Continue
             }

@@ -7,9 +7,10 @@
 //! use-after-free the monitor looks for.
 
 use crate::effects::{Effects, Label};
+use crate::mm::mmap::PUD_SHIFT;
 use crate::world::{Flow, World};
 use crate::{MmId, TaskId};
-use machine::{Cost, CpuId, Pfn, PAGE_SIZE};
+use machine::{Cost, CpuId, Pfn, HPAGE_SHIFT, PAGE_SHIFT, PAGE_SIZE};
 
 /// The gather state of one unmap operation.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -22,6 +23,14 @@ pub struct MmuGather {
     pub freed_tables: bool,
     /// `tlb->unshared_tables`: a shared hugetlb PMD table was unshared.
     pub unshared_tables: bool,
+    /// `tlb->fullmm`: the whole address space goes (`tlb_gather_mmu_fullmm`,
+    /// `exit_mmap`).
+    pub fullmm: bool,
+    /// `tlb->cleared_ptes`, `cleared_pmds`, `cleared_puds`: which levels
+    /// the gather cleared entries at (`tlb_get_unmap_shift`).
+    pub cleared_ptes: bool,
+    pub cleared_pmds: bool,
+    pub cleared_puds: bool,
     /// The page batch (`struct mmu_gather_batch`).
     pub pages: Vec<Pfn>,
     /// Page-table pages to free after the flush (`tlb_remove_table`).
@@ -36,19 +45,54 @@ impl MmuGather {
         self.end = 0;
         self.freed_tables = false;
         self.unshared_tables = false;
+        self.fullmm = false;
+        self.reset_cleared();
         self.pages.clear();
         self.tables.clear();
     }
 
-    /// `__tlb_adjust_range` + `__tlb_remove_page_size`.
+    /// `tlb_gather_mmu_fullmm(tlb, mm)`: `exit_mmap` tears the whole mm down.
+    pub fn tlb_gather_mmu_fullmm(&mut self, mm: MmId) {
+        self.tlb_gather_mmu(mm);
+        self.fullmm = true;
+    }
+
+    /// The `cleared_*` half of `__tlb_reset_range`.
+    fn reset_cleared(&mut self) {
+        self.cleared_ptes = false;
+        self.cleared_pmds = false;
+        self.cleared_puds = false;
+    }
+
+    /// include/asm-generic/tlb.h: `tlb_get_unmap_shift`: the smallest level
+    /// the gather cleared gives the flush stride (PTE 4 KiB, PMD 2 MiB, PUD
+    /// 1 GiB); nothing cleared, `PAGE_SHIFT`.
+    pub fn tlb_get_unmap_shift(&self) -> u32 {
+        if self.cleared_ptes {
+            PAGE_SHIFT
+        } else if self.cleared_pmds {
+            HPAGE_SHIFT
+        } else if self.cleared_puds {
+            PUD_SHIFT
+        } else {
+            PAGE_SHIFT
+        }
+    }
+
+    /// `tlb_remove_tlb_entry` (`tlb_flush_pte_range`: `cleared_ptes`) +
+    /// `__tlb_remove_page_size`.
     pub fn remove_page(&mut self, pfn: Pfn, va: u64) {
+        self.cleared_ptes = true;
         self.start = self.start.min(va);
         self.end = self.end.max(va + PAGE_SIZE);
         self.pages.push(pfn);
     }
 
+    /// `tlb_remove_pmd_tlb_entry` / `tlb_remove_huge_tlb_entry` of a 2 MiB
+    /// page (`tlb_flush_pmd_range`: `cleared_pmds`) +
     /// `tlb_remove_page_size(tlb, page, HPAGE_PMD_SIZE)`: a huge page at `va`.
     pub fn remove_huge_page(&mut self, pfn: Pfn, va: u64) {
+        self.cleared_pmds = true;
         self.start = self.start.min(va);
         self.end = self.end.max(va + machine::HPAGE_SIZE);
         self.pages.push(pfn);
@@ -57,6 +101,8 @@ impl MmuGather {
     /// `tlb_unshare_pmd_ptdesc`: this mm's PUD no longer points at a shared
     /// PMD table covering `[region, region + 1G)`.
     pub fn unshare_pmd_table(&mut self, region: u64) {
+        // tlb_unshare_pmd_ptdesc: tlb_flush_pmd_range(tlb, addr & PUD_MASK, PUD_SIZE).
+        self.cleared_pmds = true;
         self.start = self.start.min(region);
         self.end = self.end.max(region + crate::mm::mmap::PUD_SIZE);
         self.unshared_tables = true;
@@ -66,6 +112,7 @@ impl MmuGather {
     /// PMD table covering `[region, region + 1G)`; the range grows by one
     /// page (`freed_tables` makes the flush reach the walk caches).
     pub fn remove_pmd_table(&mut self, pfn: Pfn, region: u64) {
+        self.cleared_puds = true;
         self.start = self.start.min(region);
         self.end = self.end.max(region + PAGE_SIZE);
         self.freed_tables = true;
@@ -76,6 +123,7 @@ impl MmuGather {
     /// `tlb_remove_table`: a PTE table covering `[va, va + 2M)`; the range
     /// grows by one page only.
     pub fn remove_table(&mut self, pfn: Pfn, va: u64) {
+        self.cleared_pmds = true;
         self.start = self.start.min(va);
         self.end = self.end.max(va + PAGE_SIZE);
         self.freed_tables = true;
@@ -96,6 +144,7 @@ pub fn tlb_flush_mmu_free(w: &mut World, tlb: &mut MmuGather, fx: &mut Effects) 
     tlb.end = 0;
     tlb.freed_tables = false;
     tlb.unshared_tables = false;
+    tlb.reset_cleared();
 }
 
 /// Free the page and table batches (keeping the range to flush).

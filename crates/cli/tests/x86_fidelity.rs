@@ -1,0 +1,120 @@
+//! x86 and generic-mm paths that follow the kernel (issue 15; docs/fidelity.md).
+//! Each test was checked to fail on the model before the matching change.
+
+use kernel::user::UserOp;
+use kernel::world::{Flow, Frame};
+use kernel::World;
+use machine::{Cost, CostProfile, Scenario, HPAGE_SIZE, PAGE_SIZE};
+use sim::{Sim, SimOptions};
+use std::sync::Arc;
+
+const R: u64 = 0x7f00_0000_0000;
+
+/// A world of `cpus` CPUs with one mm mapping `[R, R + len)`: CPU1 runs a
+/// thread that touches `R + 4K` and exits (CPU1 goes lazy with the mm
+/// loaded), CPU0 runs `main` after a task-creation delay.
+fn lazy_world(s: &Scenario, len: u64, main: Vec<UserOp>) -> Sim {
+    let mut w = World::new(s).unwrap();
+    let mm = w.mm_alloc().unwrap();
+    w.add_vma(mm, R, len);
+    w.spawn(
+        mm,
+        1,
+        vec![
+            UserOp::Touch {
+                addr: R + PAGE_SIZE,
+                write: true,
+            },
+            UserOp::Exit,
+        ],
+        false,
+    );
+    let mut a = vec![
+        UserOp::Charge {
+            cost: Cost::TaskCreate,
+            n: 1,
+        },
+        UserOp::Touch {
+            addr: R,
+            write: true,
+        },
+    ];
+    a.extend(main);
+    a.push(UserOp::Exit);
+    w.spawn(mm, 0, a, true);
+    let mut sim = Sim::new(w, CostProfile::default_x86(), SimOptions::default());
+    sim.run(|_| {});
+    sim
+}
+
+fn x86(cpus: u32) -> Scenario {
+    let mut s = Scenario::default();
+    s.machine.cpus = cpus;
+    s
+}
+
+/// Item 1: `flush_tlb_mm` is `flush_tlb_mm_range(mm, 0, TLB_FLUSH_ALL, 0,
+/// true)`, so fork's flush of the parent reaches the lazy CPU too: one TLB
+/// IPI, and the lazy CPU switches to init_mm instead of flushing.
+#[test]
+fn fork_flush_tlb_mm_ipis_lazy_cpus() {
+    let fork = UserOp::Fork {
+        child_cpu: 2,
+        child: Arc::from(vec![UserOp::Exit]),
+    };
+    let sim = lazy_world(&x86(3), HPAGE_SIZE, vec![fork]);
+    let c = &sim.world.counters;
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations.first());
+    assert_eq!(c.forks, 1);
+    assert_eq!(c.irq_tlb[1], 1, "the lazy CPU takes fork's flush IPI");
+    assert_eq!(sim.world.cpus[1].tlbstate.loaded_mm, kernel::INIT_MM);
+}
+
+/// Item 2: x86 `tlb_flush` takes its stride from `tlb_get_unmap_shift()`.
+/// A THP made by MADV_COLLAPSE, then zapped by MADV_DONTNEED: the gather
+/// only cleared a PMD, so the flush has a 2 MiB stride, one page under the
+/// 33-page ceiling: one INVLPG on CPU0 (the only CPU with the mm loaded: the
+/// collapse's freed_tables flush switched lazy CPU1 to init_mm). The collapse
+/// itself flushes with `flush_tlb_range` (4 KiB stride, 512 pages): a full
+/// flush. With a 4 KiB stride the zap would also be 512 pages: 0 INVLPGs.
+#[test]
+fn pmd_only_zap_flushes_with_a_2m_stride() {
+    let main = vec![
+        UserOp::TouchRange {
+            start: R,
+            pages: 512,
+            write: true,
+        },
+        UserOp::MadviseCollapse {
+            start: R,
+            len: HPAGE_SIZE,
+        },
+        UserOp::MadviseDontneed {
+            start: R,
+            len: HPAGE_SIZE,
+        },
+    ];
+    let sim = lazy_world(&x86(3), HPAGE_SIZE, main);
+    let c = &sim.world.counters;
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations.first());
+    assert_eq!(c.collapses, 1);
+    assert_eq!(c.invlpg, 1, "one INVLPG for the 2 MiB zap");
+}
+
+/// Item 2: a `fullmm` gather (`exit_mmap`) flushes `TLB_FLUSH_ALL`, whatever
+/// range it covered.
+#[test]
+fn fullmm_gather_flushes_everything() {
+    let mut w = World::new(&x86(2)).unwrap();
+    let mm = w.mm_alloc().unwrap();
+    w.add_vma(mm, R, HPAGE_SIZE);
+    let t = w.spawn(mm, 0, vec![UserOp::Exit], true);
+    let g = &mut w.tasks[t as usize].gather;
+    g.tlb_gather_mmu_fullmm(mm);
+    g.remove_page(1, R);
+    let Flow::Call(Frame::FlushTlbMmRange(f)) = kernel::arch::x86::tlb::tlb_flush(&w, t) else {
+        panic!("tlb_flush calls flush_tlb_mm_range");
+    };
+    assert_eq!((f.start, f.end), (0, kernel::TLB_FLUSH_ALL));
+    assert_eq!(f.stride_shift as u32, machine::PAGE_SHIFT);
+}
