@@ -118,3 +118,70 @@ fn fullmm_gather_flushes_everything() {
     assert_eq!((f.start, f.end), (0, kernel::TLB_FLUSH_ALL));
     assert_eq!(f.stride_shift as u32, machine::PAGE_SHIFT);
 }
+
+/// ICR writes (`ipi_send` charges) and IPIs of one `smp_call_function_many_cond`
+/// step from CPU0 of an 8-CPU x86 world over `mask`.
+fn icr_writes(mask: &[machine::CpuId]) -> (u32, usize) {
+    use kernel::kernel_smp::{CallFunc, Cond, SmpCallFunctionManyCond};
+    let mut w = World::new(&x86(8)).unwrap();
+    let mut m = machine::CpuMask::new(8);
+    for &c in mask {
+        m.set(c);
+    }
+    let mut f = SmpCallFunctionManyCond::new(m, CallFunc::TlbRemoveTableSmpSync, Cond::Always);
+    let mut fx = kernel::Effects::default();
+    f.step(&mut w, 0, &mut fx);
+    let icr = fx
+        .charges
+        .iter()
+        .map(|c| match c {
+            kernel::effects::Charge::Cost(Cost::IpiSend, n) => *n,
+            _ => 0,
+        })
+        .sum();
+    (icr, fx.ipis.len())
+}
+
+/// Item 4: `native_send_call_func_ipi`: every online CPU but this one is one
+/// ICR write with the all-but-self shorthand (seven IPIs delivered, one
+/// write priced); one CPU fewer is the x2APIC per-target loop (six writes).
+#[test]
+fn all_but_self_is_one_shorthand_icr_write() {
+    assert_eq!(icr_writes(&[0, 1, 2, 3, 4, 5, 6, 7]), (1, 7));
+    assert_eq!(icr_writes(&[1, 2, 3, 4, 5, 6, 7]), (1, 7));
+    assert_eq!(icr_writes(&[1, 2, 3, 4, 5, 6]), (6, 6));
+    assert_eq!(icr_writes(&[3]), (1, 1));
+}
+
+/// Item 6: two `madvise(MADV_DONTNEED)` gathers on one mm at once (the
+/// kernel runs them under the read side of `mmap_lock`). Each gather does
+/// `inc_tlb_flush_pending`; the first to reach `tlb_finish_mmu` sees
+/// `mm_tlb_flush_nested` and flushes the whole mm with `freed_tables`; the
+/// second, alone by then, flushes its own page.
+#[test]
+fn nested_gathers_escalate_to_a_full_flush_with_freed_tables() {
+    use kernel::mm::madvise::MadviseDontneed;
+    let mut w = World::new(&x86(2)).unwrap();
+    let mm = w.mm_alloc().unwrap();
+    w.add_vma(mm, R, HPAGE_SIZE);
+    kernel::mm::memory::populate_range(&mut w, mm, R, R + 2 * PAGE_SIZE).unwrap();
+    let a = w.spawn(mm, 0, vec![UserOp::Exit], true);
+    let b = w.spawn(mm, 1, vec![UserOp::Exit], true);
+    let mut fx = kernel::Effects::default();
+    let mut ma = MadviseDontneed::new(R, PAGE_SIZE);
+    let mut mb = MadviseDontneed::new(R + PAGE_SIZE, PAGE_SIZE);
+    // Both gathers start and zap before either finishes.
+    for _ in 0..3 {
+        ma.step(&mut w, 0, a, &mut fx);
+        mb.step(&mut w, 1, b, &mut fx);
+    }
+    let flush = |f: Flow| match f {
+        Flow::Call(Frame::FlushTlbMmRange(f)) => (f.start, f.end, f.freed_tables),
+        _ => panic!("expected a flush_tlb_mm_range call"),
+    };
+    let fa = flush(ma.step(&mut w, 0, a, &mut fx));
+    assert_eq!(fa, (0, kernel::TLB_FLUSH_ALL, true), "nested: the whole mm");
+    ma.step(&mut w, 0, a, &mut fx);
+    let fb = flush(mb.step(&mut w, 1, b, &mut fx));
+    assert_eq!(fb, (R + PAGE_SIZE, R + 2 * PAGE_SIZE, false), "alone again");
+}

@@ -228,6 +228,9 @@ pub struct Mm {
     pub deposited: Vec<(u64, Pfn)>,
     /// arm64/RISC-V `mm->context.id`: ASID generation | ASID (0 = none yet).
     pub context_id: u64,
+    /// `mm->tlb_flush_pending`: mmu_gathers in progress on this mm
+    /// (`inc_tlb_flush_pending` / `dec_tlb_flush_pending`).
+    pub tlb_flush_pending: u32,
 }
 
 /// `/proc/interrupts` rows and `tlb:tlb_flush` reasons, and other counters.
@@ -525,6 +528,7 @@ impl World {
             mmap_lock_writer: None,
             deposited: Vec::new(),
             context_id: 0,
+            tlb_flush_pending: 0,
         };
         Ok(World {
             cfg,
@@ -569,6 +573,7 @@ impl World {
             mmap_lock_writer: None,
             deposited: Vec::new(),
             context_id: 0,
+            tlb_flush_pending: 0,
         });
         self.next_ctx_id += 1;
         Ok(id)

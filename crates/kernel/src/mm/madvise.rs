@@ -2,7 +2,7 @@
 
 use crate::effects::{Effects, Label};
 use crate::mm::memory::unmap_page_range_step;
-use crate::mm::mmu_gather::{tlb_flush_mmu_free_task, tlb_flush_mmu_tlbonly};
+use crate::mm::mmu_gather::{tlb_finish_mmu, tlb_finish_mmu_free, tlb_gather_mmu};
 use crate::world::{Flow, World};
 use crate::TaskId;
 use machine::{Cost, CpuId};
@@ -46,7 +46,7 @@ impl MadviseDontneed {
                 fx.label(Label::Syscall {
                     nr: "madvise(MADV_DONTNEED)",
                 });
-                w.tasks[task as usize].gather.tlb_gather_mmu(mm);
+                tlb_gather_mmu(w, task, mm, false);
                 self.pc = Pc::Zap(self.start);
                 Flow::Continue
             }
@@ -61,10 +61,10 @@ impl MadviseDontneed {
             }
             Pc::Flush => {
                 self.pc = Pc::Free;
-                tlb_flush_mmu_tlbonly(w, task, fx)
+                tlb_finish_mmu(w, task, fx)
             }
             Pc::Free => {
-                tlb_flush_mmu_free_task(w, task, fx);
+                tlb_finish_mmu_free(w, task, fx);
                 Flow::Return
             }
         }

@@ -4,7 +4,7 @@
 use crate::effects::{Effects, Label};
 use crate::mm::memory::{pte_table, unmap_page_range_step};
 use crate::mm::mmu_gather::{
-    tlb_flush_mmu_free_task, tlb_flush_mmu_tlbonly, tlb_remove_table_sync_one,
+    tlb_finish_mmu, tlb_finish_mmu_free, tlb_gather_mmu, tlb_remove_table_sync_one,
 };
 use crate::world::{Flow, Vma, World};
 use crate::TaskId;
@@ -103,12 +103,7 @@ impl Munmap {
                     }
                 }
                 *vmas = kept;
-                let g = &mut w.tasks[task as usize].gather;
-                if self.fullmm {
-                    g.tlb_gather_mmu_fullmm(mm);
-                } else {
-                    g.tlb_gather_mmu(mm);
-                }
+                tlb_gather_mmu(w, task, mm, self.fullmm);
                 self.pc = Pc::Zap(self.start);
                 Flow::Continue
             }
@@ -140,7 +135,7 @@ impl Munmap {
             }
             Pc::Flush => {
                 self.pc = Pc::Sync;
-                tlb_flush_mmu_tlbonly(w, task, fx)
+                tlb_finish_mmu(w, task, fx)
             }
             Pc::Sync => {
                 self.pc = Pc::Free;
@@ -160,7 +155,7 @@ impl Munmap {
                         }
                     }
                 }
-                tlb_flush_mmu_free_task(w, task, fx);
+                tlb_finish_mmu_free(w, task, fx);
                 Flow::Return
             }
         }

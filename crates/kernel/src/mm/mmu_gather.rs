@@ -130,9 +130,10 @@ impl MmuGather {
         self.tables.push(pfn);
     }
 
-    /// Is there anything to flush (`tlb->end` set)?
+    /// Is there anything to flush? (`tlb_flush_mmu_tlbonly`'s test: a level
+    /// was cleared, which sets the range, or tables were freed.)
     pub fn needs_flush(&self) -> bool {
-        self.end > self.start
+        self.end > self.start || self.freed_tables
     }
 }
 
@@ -276,6 +277,43 @@ pub fn tlb_flush_mmu_free_task(w: &mut World, task: TaskId, fx: &mut Effects) {
     let mut tlb = std::mem::take(&mut w.tasks[task as usize].gather);
     tlb_flush_mmu_free(w, &mut tlb, fx);
     w.tasks[task as usize].gather = tlb;
+}
+
+/// mm/mmu_gather.c: `__tlb_gather_mmu`: start `task`'s gather on `mm` and
+/// `inc_tlb_flush_pending(mm)`, which `mm_tlb_flush_nested` counts.
+pub fn tlb_gather_mmu(w: &mut World, task: TaskId, mm: crate::MmId, fullmm: bool) {
+    let g = &mut w.tasks[task as usize].gather;
+    if fullmm {
+        g.tlb_gather_mmu_fullmm(mm);
+    } else {
+        g.tlb_gather_mmu(mm);
+    }
+    w.mms[mm as usize].tlb_flush_pending += 1;
+}
+
+/// mm/mmu_gather.c: `tlb_finish_mmu`, the flush half: if another gather
+/// on this mm is in progress (`mm_tlb_flush_nested`: it may have cleared
+/// PTEs this one skipped as already clear, and not flushed them yet), flush
+/// the whole mm with `freed_tables` (`tlb->fullmm = 1; tlb->freed_tables =
+/// 1`), then `tlb_flush_mmu`. Only x86's `tlb_flush` reads `fullmm`; the
+/// other architectures keep the gathered range.
+pub fn tlb_finish_mmu(w: &mut World, task: TaskId, fx: &mut Effects) -> Flow {
+    let g = &w.tasks[task as usize].gather;
+    if w.mms[g.mm as usize].tlb_flush_pending > 1 {
+        let g = &mut w.tasks[task as usize].gather;
+        g.fullmm = true;
+        g.freed_tables = true;
+        fx.label(Label::TlbFlushNested { mm: g.mm });
+    }
+    tlb_flush_mmu_tlbonly(w, task, fx)
+}
+
+/// The end of `tlb_finish_mmu`: free the batches, `dec_tlb_flush_pending`.
+pub fn tlb_finish_mmu_free(w: &mut World, task: TaskId, fx: &mut Effects) {
+    tlb_flush_mmu_free_task(w, task, fx);
+    let mm = w.tasks[task as usize].gather.mm;
+    let m = &mut w.mms[mm as usize];
+    m.tlb_flush_pending = m.tlb_flush_pending.saturating_sub(1);
 }
 
 /// include/asm-generic/tlb.h / arch/x86/include/asm/tlb.h (seed b):
