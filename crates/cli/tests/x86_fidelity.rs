@@ -185,3 +185,73 @@ fn nested_gathers_escalate_to_a_full_flush_with_freed_tables() {
     let fb = flush(mb.step(&mut w, 1, b, &mut fx));
     assert_eq!(fb, (R + PAGE_SIZE, R + 2 * PAGE_SIZE, false), "alone again");
 }
+
+/// A world of `s` with one mm: VMAs `vmas` (start, len), populated, and CPU0
+/// running `main` then exit. Returns the finished simulation.
+fn run_one(s: &Scenario, vmas: &[(u64, u64)], main: Vec<UserOp>) -> Sim {
+    let mut w = World::new(s).unwrap();
+    let mm = w.mm_alloc().unwrap();
+    for &(start, len) in vmas {
+        w.add_vma(mm, start, len);
+        kernel::mm::memory::populate_range(&mut w, mm, start, start + len).unwrap();
+    }
+    let mut prog = main;
+    prog.push(UserOp::Exit);
+    w.spawn(mm, 0, prog, true);
+    let mut sim = Sim::new(
+        w,
+        CostProfile::default_for(s.machine.arch),
+        SimOptions::default(),
+    );
+    sim.run(|_| {});
+    sim
+}
+
+/// Item 7: the gather holds `MMU_GATHER_BUNDLE` + `MAX_GATHER_BATCH_COUNT` ×
+/// `MAX_GATHER_BATCH` = 8 + 19 × 510 = 9,698 pages; a 40 MiB zap (10,240
+/// pages) fills it after 19 PTE tables (9,728 pages: the model checks once
+/// per table), flushes and frees mid-way (`tlb_flush_mmu`), and flushes the
+/// last table at `tlb_finish_mmu`: two local flushes, not one.
+#[test]
+fn full_batches_flush_mid_zap() {
+    use kernel::mm::mmu_gather::GATHER_CAPACITY;
+    assert_eq!(GATHER_CAPACITY, 9_698);
+    let len = 40 << 20;
+    let sim = run_one(
+        &x86(2),
+        &[(R, len)],
+        vec![UserOp::MadviseDontneed { start: R, len }],
+    );
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations.first());
+    let local = sim.world.counters.tlb_flush[kernel::FlushReason::LocalMmShootdown as usize];
+    assert_eq!(
+        local, 2,
+        "one flush when the batches ran out, one at the end"
+    );
+}
+
+/// Item 7: `tlb_end_vma` flushes at each VMA boundary where the
+/// architecture does not select `MMU_GATHER_MERGE_VMAS` (arm64: one more
+/// broadcast flush, one more `DSB ISH`, for a munmap over two VMAs than over
+/// one VMA of the same pages); x86 selects it (one flush either way).
+#[test]
+fn tlb_end_vma_flushes_at_vma_boundaries_unless_merged() {
+    let dsbs = |arch: &str, vmas: &[(u64, u64)]| {
+        let mut s = x86(2);
+        s.set(&format!("machine.arch={arch}")).unwrap();
+        let unmap = UserOp::Munmap {
+            start: R,
+            len: 2 * PAGE_SIZE,
+        };
+        let c = &run_one(&s, vmas, vec![unmap]).world.counters;
+        (
+            c.dsb_ish,
+            c.tlb_flush[kernel::FlushReason::LocalMmShootdown as usize],
+        )
+    };
+    let one = [(R, 2 * PAGE_SIZE)];
+    let two = [(R, PAGE_SIZE), (R + PAGE_SIZE, PAGE_SIZE)];
+    let (a1, a2) = (dsbs("arm64", &one).0, dsbs("arm64", &two).0);
+    assert_eq!(a2, a1 + 1, "arm64: one more flush at the VMA boundary");
+    assert_eq!(dsbs("x86", &one).1, dsbs("x86", &two).1, "x86 merges VMAs");
+}

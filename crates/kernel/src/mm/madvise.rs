@@ -2,7 +2,10 @@
 
 use crate::effects::{Effects, Label};
 use crate::mm::memory::unmap_page_range_step;
-use crate::mm::mmu_gather::{tlb_finish_mmu, tlb_finish_mmu_free, tlb_gather_mmu};
+use crate::mm::mmu_gather::{
+    tlb_finish_mmu, tlb_finish_mmu_free, tlb_flush_mmu_free_task, tlb_flush_mmu_tlbonly,
+    tlb_gather_mmu,
+};
 use crate::world::{Flow, World};
 use crate::TaskId;
 use machine::{Cost, CpuId};
@@ -17,6 +20,10 @@ pub enum Pc {
     Flush,
     /// `tlb_flush_mmu_free`.
     Free,
+    /// The batches ran out mid-zap: `tlb_flush_mmu`'s flush, then zap on from here.
+    BatchFlush(u64),
+    /// `tlb_flush_mmu`'s free of the full batches.
+    BatchFree(u64),
 }
 
 /// `madvise(start, len, MADV_DONTNEED)` in progress.
@@ -56,7 +63,13 @@ impl MadviseDontneed {
                     return Flow::Continue;
                 }
                 let next = unmap_page_range_step(w, task, addr, self.end, fx);
-                self.pc = Pc::Zap(next);
+                // zap_pte_range's force_flush when the batches are full (checked per table).
+                let full = w.tasks[task as usize].gather.batch_full();
+                self.pc = if full && next < self.end {
+                    Pc::BatchFlush(next)
+                } else {
+                    Pc::Zap(next)
+                };
                 Flow::Yield
             }
             Pc::Flush => {
@@ -66,6 +79,15 @@ impl MadviseDontneed {
             Pc::Free => {
                 tlb_finish_mmu_free(w, task, fx);
                 Flow::Return
+            }
+            Pc::BatchFlush(next) => {
+                self.pc = Pc::BatchFree(next);
+                tlb_flush_mmu_tlbonly(w, task, fx)
+            }
+            Pc::BatchFree(next) => {
+                tlb_flush_mmu_free_task(w, task, fx);
+                self.pc = Pc::Zap(next);
+                Flow::Yield
             }
         }
     }

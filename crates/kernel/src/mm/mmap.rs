@@ -4,7 +4,8 @@
 use crate::effects::{Effects, Label};
 use crate::mm::memory::{pte_table, unmap_page_range_step};
 use crate::mm::mmu_gather::{
-    tlb_finish_mmu, tlb_finish_mmu_free, tlb_gather_mmu, tlb_remove_table_sync_one,
+    tlb_end_vma, tlb_finish_mmu, tlb_finish_mmu_free, tlb_flush_mmu_free_task,
+    tlb_flush_mmu_tlbonly, tlb_gather_mmu, tlb_remove_table_sync_one,
 };
 use crate::world::{Flow, Vma, World};
 use crate::TaskId;
@@ -41,6 +42,12 @@ pub enum Pc {
     Sync,
     /// `tlb_flush_mmu_free`.
     Free,
+    /// The batches ran out mid-zap: `tlb_flush_mmu`'s flush, then zap on from here.
+    BatchFlush(u64),
+    /// `tlb_flush_mmu`'s free of the full batches.
+    BatchFree(u64),
+    /// `tlb_end_vma` at a VMA boundary; the next VMA starts here.
+    EndVma(u64),
 }
 
 /// `munmap(start, len)` in progress.
@@ -52,6 +59,9 @@ pub struct Munmap {
     pub hugetlb: bool,
     /// `exit_mmap`'s `tlb_gather_mmu_fullmm`: the whole mm goes.
     pub fullmm: bool,
+    /// Ends of the detached VMAs inside the range (`unmap_vmas` walks them
+    /// one by one, `tlb_end_vma` after each).
+    pub vma_ends: Vec<u64>,
     pub pc: Pc,
 }
 
@@ -62,6 +72,7 @@ impl Munmap {
             end: start + len,
             hugetlb: false,
             fullmm: false,
+            vma_ends: Vec::new(),
             pc: Pc::Enter,
         }
     }
@@ -92,6 +103,9 @@ impl Munmap {
                         continue;
                     }
                     self.hugetlb |= v.hugetlb;
+                    if v.end < e {
+                        self.vma_ends.push(v.end);
+                    }
                     if v.start < s {
                         kept.push(Vma {
                             end: s,
@@ -103,27 +117,24 @@ impl Munmap {
                     }
                 }
                 *vmas = kept;
+                self.vma_ends.sort_unstable();
                 tlb_gather_mmu(w, task, mm, self.fullmm);
                 self.pc = Pc::Zap(self.start);
                 Flow::Continue
             }
-            Pc::Zap(addr) => {
-                if addr >= self.end {
-                    self.pc = Pc::FreePgtables;
-                    return Flow::Continue;
-                }
-                let next = if self.hugetlb {
-                    // __hugetlb_zap_begin: i_mmap_lock_write.
-                    if w.hugetlb_i_mmap_writer.is_some_and(|t| t != task) {
-                        return Flow::Block;
-                    }
-                    w.hugetlb_i_mmap_writer = Some(task);
-                    unmap_hugepage_range(w, task, addr, self.end, fx)
-                } else {
-                    unmap_page_range_step(w, task, addr, self.end, fx)
-                };
+            Pc::Zap(addr) => self.zap_step(w, task, addr, fx),
+            Pc::BatchFlush(next) => {
+                self.pc = Pc::BatchFree(next);
+                tlb_flush_mmu_tlbonly(w, task, fx)
+            }
+            Pc::BatchFree(next) => {
+                tlb_flush_mmu_free_task(w, task, fx);
                 self.pc = Pc::Zap(next);
                 Flow::Yield
+            }
+            Pc::EndVma(next) => {
+                self.pc = Pc::Zap(next);
+                tlb_end_vma(w, task, fx)
             }
             Pc::FreePgtables => {
                 self.pc = Pc::Flush;
@@ -159,6 +170,43 @@ impl Munmap {
                 Flow::Return
             }
         }
+    }
+}
+
+impl Munmap {
+    /// `unmap_vmas` → `unmap_single_vma`: zap one table's worth (up to the
+    /// VMA's end), then flush mid-way if the batches are full
+    /// (`zap_pte_range`'s `force_flush` → `tlb_flush_mmu`; the model checks
+    /// once per table) or go through `tlb_end_vma` at a VMA's end.
+    fn zap_step(&mut self, w: &mut World, task: TaskId, addr: u64, fx: &mut Effects) -> Flow {
+        if addr >= self.end {
+            self.pc = Pc::FreePgtables;
+            return Flow::Continue;
+        }
+        let stop = self
+            .vma_ends
+            .iter()
+            .copied()
+            .find(|&e| e > addr)
+            .unwrap_or(self.end);
+        let next = if self.hugetlb {
+            // __hugetlb_zap_begin: i_mmap_lock_write.
+            if w.hugetlb_i_mmap_writer.is_some_and(|t| t != task) {
+                return Flow::Block;
+            }
+            w.hugetlb_i_mmap_writer = Some(task);
+            unmap_hugepage_range(w, task, addr, stop, fx)
+        } else {
+            unmap_page_range_step(w, task, addr, stop, fx)
+        };
+        self.pc = if next < self.end && w.tasks[task as usize].gather.batch_full() {
+            Pc::BatchFlush(next)
+        } else if next == stop && stop < self.end {
+            Pc::EndVma(next)
+        } else {
+            Pc::Zap(next)
+        };
+        Flow::Yield
     }
 }
 

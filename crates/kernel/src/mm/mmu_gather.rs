@@ -12,6 +12,16 @@ use crate::world::{Flow, World};
 use crate::{MmId, TaskId};
 use machine::{Cost, CpuId, Pfn, HPAGE_SHIFT, PAGE_SHIFT, PAGE_SIZE};
 
+/// `MMU_GATHER_BUNDLE`: the pages `struct mmu_gather` holds in its local batch.
+pub const MMU_GATHER_BUNDLE: usize = 8;
+/// `MAX_GATHER_BATCH`: page pointers in one page-sized `struct
+/// mmu_gather_batch` ((4096 - 16) / 8).
+pub const MAX_GATHER_BATCH: usize = (4096 - 16) / 8;
+/// `MAX_GATHER_BATCH_COUNT`: `10000UL / MAX_GATHER_BATCH` batches at most.
+pub const MAX_GATHER_BATCH_COUNT: usize = 10_000 / MAX_GATHER_BATCH;
+/// Pages a gather holds before `__tlb_remove_page_size` reports it full.
+pub const GATHER_CAPACITY: usize = MMU_GATHER_BUNDLE + MAX_GATHER_BATCH_COUNT * MAX_GATHER_BATCH;
+
 /// The gather state of one unmap operation.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct MmuGather {
@@ -131,9 +141,25 @@ impl MmuGather {
     }
 
     /// Is there anything to flush? (`tlb_flush_mmu_tlbonly`'s test: a level
-    /// was cleared, which sets the range, or tables were freed.)
+    /// was cleared, which sets the range; or a nested gather's escalation,
+    /// `fullmm` with `freed_tables`.)
     pub fn needs_flush(&self) -> bool {
-        self.end > self.start || self.freed_tables
+        self.end > self.start || (self.fullmm && self.freed_tables)
+    }
+
+    /// `__tlb_remove_page_size` returned true: every batch is full
+    /// (`tlb_next_batch` refuses past `MAX_GATHER_BATCH_COUNT`).
+    pub fn batch_full(&self) -> bool {
+        self.pages.len() >= GATHER_CAPACITY
+    }
+
+    /// `__tlb_reset_range` after `tlb_flush_mmu_tlbonly`: the range, the
+    /// cleared levels and `freed_tables` start over (the batches stay).
+    pub fn reset_range(&mut self) {
+        self.start = u64::MAX;
+        self.end = 0;
+        self.freed_tables = false;
+        self.reset_cleared();
     }
 }
 
@@ -344,4 +370,18 @@ pub fn tlb_remove_table_sync_one(w: &mut World, fx: &mut Effects) -> Flow {
             crate::kernel_smp::CallFunc::TlbRemoveTableSmpSync,
         ),
     ))
+}
+
+/// include/asm-generic/tlb.h: `tlb_end_vma`: flush (and reset the range) at
+/// each VMA boundary, unless `fullmm` or the architecture selects
+/// `MMU_GATHER_MERGE_VMAS` (x86 does, arch/x86/Kconfig; arm64 and RISC-V
+/// do not). Returns the flush to call, if any.
+pub fn tlb_end_vma(w: &mut World, task: TaskId, fx: &mut Effects) -> Flow {
+    let g = &w.tasks[task as usize].gather;
+    if g.fullmm || w.cfg.arch == machine::scenario::Arch::X86 {
+        return Flow::Continue;
+    }
+    let flow = crate::arch::tlb_flush(w, task, fx);
+    w.tasks[task as usize].gather.reset_range();
+    flow
 }
