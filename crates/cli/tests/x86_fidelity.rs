@@ -255,3 +255,49 @@ fn tlb_end_vma_flushes_at_vma_boundaries_unless_merged() {
     assert_eq!(a2, a1 + 1, "arm64: one more flush at the VMA boundary");
     assert_eq!(dsbs("x86", &one).1, dsbs("x86", &two).1, "x86 merges VMAs");
 }
+
+/// Three processes map one hugetlbfs range (1 GiB-aligned, so their PUDs
+/// share one PMD table), each touching it at once, then unmapping it one
+/// after the other, 100 us apart: unshare 3 -> 2, unshare 2 -> 1, and the
+/// last user's own zap. Returns the finished simulation.
+fn three_sharers() -> Sim {
+    const H: u64 = 0x7f40_0000_0000;
+    let mut w = World::new(&x86(4)).unwrap();
+    for i in 0..3u16 {
+        let mm = w.mm_alloc().unwrap();
+        w.add_vma_hugetlb(mm, H, HPAGE_SIZE);
+        let prog = vec![
+            UserOp::Touch {
+                addr: H,
+                write: true,
+            },
+            UserOp::Compute {
+                ns: 100_000 * (i as u32 + 1),
+            },
+            UserOp::Munmap {
+                start: H,
+                len: HPAGE_SIZE,
+            },
+            UserOp::Exit,
+        ];
+        w.spawn(mm, i, prog, true);
+    }
+    let mut sim = Sim::new(w, CostProfile::default_x86(), SimOptions::default());
+    sim.run(|_| {});
+    sim
+}
+
+/// Item 5: `tlb_flush_unshared_tables` syncs (`tlb_remove_table_sync_one`)
+/// only when the unshare left the table to its last user; unsharing from
+/// three users to two only flushes. The old model synced on every unshare
+/// (two syncs here, not one).
+#[test]
+fn hugetlb_unshare_syncs_only_when_fully_unshared() {
+    let sim = three_sharers();
+    let c = &sim.world.counters;
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations.first());
+    assert_eq!(c.pmd_shares, 2, "B and C share A's table");
+    assert_eq!(c.pmd_unshares, 2, "A and B unshare; C is the last user");
+    assert_eq!(c.pmd_fully_unshared, 1, "only B's unshare leaves one user");
+    assert_eq!(c.table_sync_ipi, 1);
+}

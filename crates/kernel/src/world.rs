@@ -293,6 +293,9 @@ pub struct Counters {
     pub defer_ipi_running: u64,
     pub defer_ipi_loaded: u64,
     pub cpumask_cleared: u64,
+    /// `huge_pmd_unshare` calls that left the table to its last user
+    /// (`tlb->fully_unshared_tables`).
+    pub pmd_fully_unshared: u64,
 }
 
 impl PartialEq for Counters {

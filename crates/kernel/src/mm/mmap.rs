@@ -38,7 +38,8 @@ pub enum Pc {
     FreePgtables,
     /// `tlb_finish_mmu` → `tlb_flush`.
     Flush,
-    /// After unsharing a PMD table: `tlb_remove_table_sync_one`.
+    /// `tlb_flush_unshared_tables`: `tlb_remove_table_sync_one` if a table
+    /// was fully unshared.
     Sync,
     /// `tlb_flush_mmu_free`.
     Free,
@@ -149,8 +150,12 @@ impl Munmap {
                 tlb_finish_mmu(w, task, fx)
             }
             Pc::Sync => {
+                // tlb_flush_unshared_tables (6.19): the flush above covered
+                // every unshare; the sync only when a table was left to its
+                // last user, who may now modify and reuse it.
                 self.pc = Pc::Free;
-                if w.tasks[task as usize].gather.unshared_tables {
+                let g = &mut w.tasks[task as usize].gather;
+                if std::mem::take(&mut g.fully_unshared_tables) {
                     tlb_remove_table_sync_one(w, fx)
                 } else {
                     Flow::Continue
@@ -288,7 +293,9 @@ pub fn unmap_hugepage_range(
             w.mem.write(pud, table_index(addr, 3), 0);
             w.hugetlb_pmds[i].users -= 1;
             w.counters.pmd_unshares += 1;
-            tlb.unshare_pmd_table(region);
+            let fully = w.hugetlb_pmds[i].users == 1;
+            w.counters.pmd_fully_unshared += fully as u64;
+            tlb.unshare_pmd_table(region, fully);
             fx.label(Label::PmdUnshare { mm, table });
         }
         _ => {

@@ -33,6 +33,10 @@ pub struct MmuGather {
     pub freed_tables: bool,
     /// `tlb->unshared_tables`: a shared hugetlb PMD table was unshared.
     pub unshared_tables: bool,
+    /// `tlb->fully_unshared_tables`: an unshare left the table with one
+    /// user, who may now modify and reuse it (`tlb_flush_unshared_tables`
+    /// syncs only then). Survives `__tlb_reset_range`.
+    pub fully_unshared_tables: bool,
     /// `tlb->fullmm`: the whole address space goes (`tlb_gather_mmu_fullmm`,
     /// `exit_mmap`).
     pub fullmm: bool,
@@ -55,6 +59,7 @@ impl MmuGather {
         self.end = 0;
         self.freed_tables = false;
         self.unshared_tables = false;
+        self.fully_unshared_tables = false;
         self.fullmm = false;
         self.reset_cleared();
         self.pages.clear();
@@ -109,8 +114,10 @@ impl MmuGather {
     }
 
     /// `tlb_unshare_pmd_ptdesc`: this mm's PUD no longer points at a shared
-    /// PMD table covering `[region, region + 1G)`.
-    pub fn unshare_pmd_table(&mut self, region: u64) {
+    /// PMD table covering `[region, region + 1G)`; `fully` when the table is
+    /// now exclusively owned by its last user.
+    pub fn unshare_pmd_table(&mut self, region: u64, fully: bool) {
+        self.fully_unshared_tables |= fully;
         // tlb_unshare_pmd_ptdesc: tlb_flush_pmd_range(tlb, addr & PUD_MASK, PUD_SIZE).
         self.cleared_pmds = true;
         self.start = self.start.min(region);
