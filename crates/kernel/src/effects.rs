@@ -245,6 +245,10 @@ pub enum Label {
         mm: MmId,
         gen: u64,
     },
+    /// `tlb_finish_mmu` found another gather on the mm (`mm_tlb_flush_nested`).
+    TlbFlushNested {
+        mm: MmId,
+    },
 }
 
 impl fmt::Display for Label {
@@ -489,6 +493,10 @@ impl fmt::Display for Label {
             Label::KvmDeferFlush { cpu } => {
                 write!(f, "kvm_flush_tlb_multi: CPU{cpu} preempted, sets KVM_VCPU_FLUSH_TLB instead of an IPI")
             }
+            Label::TlbFlushNested { mm } => write!(
+                f,
+                "tlb_finish_mmu: mm_tlb_flush_nested(mm{mm}): flush the whole mm, freed_tables"
+            ),
         }
     }
 }

@@ -98,8 +98,8 @@ impl SmpCallFunctionManyCond {
         match self.pc {
             Pc::Queue => {
                 fx.cost(Cost::SmpCallFixed, 1);
-                let mut sent = 0u32;
-                let mut first = cpu;
+                // cfd->cpumask_ipi: the targets whose queue was empty.
+                let mut ipi = CpuMask::new(w.cpus.len());
                 for t in self.mask.iter().filter(|&t| t != cpu) {
                     if !cond(w, self.cond, self.func, t, fx) {
                         continue;
@@ -125,20 +125,10 @@ impl SmpCallFunctionManyCond {
                     });
                     fx.write(layout::call_single_queue(t));
                     if was_empty {
-                        // send_call_function_ipi_mask: one ICR write per target.
-                        fx.cost(Cost::IpiSend, 1);
-                        w.cpus[t as usize].ipi_pending = true;
-                        w.counters.ipis_sent += 1;
-                        fx.ipi(t);
-                        if sent == 0 {
-                            first = t;
-                        }
-                        sent += 1;
+                        ipi.set(t);
                     }
                 }
-                if sent > 0 {
-                    fx.label(Label::SendIpis { n: sent, first });
-                }
+                native_send_call_func_ipi(w, cpu, &ipi, fx);
                 // SCF_RUN_LOCAL: local_irq_save(); func(info); local_irq_restore();
                 if self.run_local && self.mask.test(cpu) && cond(w, self.cond, self.func, cpu, fx) {
                     run_func(w, cpu, self.func, fx);
@@ -166,6 +156,38 @@ impl SmpCallFunctionManyCond {
             }
         }
     }
+}
+
+/// arch/x86/kernel/apic/ipi.c: `native_send_call_func_ipi` (and
+/// `send_call_function_single_ipi` for one target), as
+/// `smp_call_function_many_cond` sends them once every csd is queued. With
+/// `apic_use_ipi_shorthand` (every present CPU online, as here) a mask of
+/// all online CPUs but this one is one ICR write with the all-but-self
+/// shorthand; any other mask is one x2APIC ICR write per target (x2APIC
+/// `__x2apic_send_IPI_mask` loops over the mask). arm64 and RISC-V send per
+/// target here.
+pub fn native_send_call_func_ipi(w: &mut World, cpu: CpuId, ipi: &CpuMask, fx: &mut Effects) {
+    let n = ipi.iter().count() as u32;
+    if n == 0 {
+        return;
+    }
+    let shorthand = w.cfg.arch == machine::scenario::Arch::X86
+        && n > 1
+        && n as usize == w.cpus.len() - 1
+        && !ipi.test(cpu);
+    if shorthand {
+        fx.cost(Cost::IpiSend, 1);
+    }
+    for t in ipi.iter() {
+        if !shorthand {
+            fx.cost(Cost::IpiSend, 1);
+        }
+        w.cpus[t as usize].ipi_pending = true;
+        w.counters.ipis_sent += 1;
+        fx.ipi(t);
+    }
+    let first = ipi.iter().next().unwrap_or(cpu);
+    fx.label(Label::SendIpis { n, first });
 }
 
 /// arch/x86/kernel/smp.c: `sysvec_call_function` → kernel/smp.c:

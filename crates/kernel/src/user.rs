@@ -267,7 +267,7 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             if us.sub == 0 {
                 us.sub = 1;
                 fx.label(crate::Label::Syscall { nr: "execve" });
-                return Flow::Call(Frame::Munmap(Munmap::new(start, len)));
+                return Flow::Call(Frame::Munmap(Munmap::exit_mmap(start, len)));
             }
             fx.cost(Cost::ExecFixed, 1);
             advance(w);

@@ -231,6 +231,9 @@ pub struct Mm {
     pub deposited: Vec<(u64, Pfn)>,
     /// arm64/RISC-V `mm->context.id`: ASID generation | ASID (0 = none yet).
     pub context_id: u64,
+    /// `mm->tlb_flush_pending`: mmu_gathers in progress on this mm
+    /// (`inc_tlb_flush_pending` / `dec_tlb_flush_pending`).
+    pub tlb_flush_pending: u32,
 }
 
 /// `/proc/interrupts` rows and `tlb:tlb_flush` reasons, and other counters.
@@ -293,6 +296,9 @@ pub struct Counters {
     pub defer_ipi_running: u64,
     pub defer_ipi_loaded: u64,
     pub cpumask_cleared: u64,
+    /// `huge_pmd_unshare` calls that left the table to its last user
+    /// (`tlb->fully_unshared_tables`).
+    pub pmd_fully_unshared: u64,
 }
 
 impl PartialEq for Counters {
@@ -554,6 +560,7 @@ impl World {
             mmap_lock_writer: None,
             deposited: Vec::new(),
             context_id: 0,
+            tlb_flush_pending: 0,
         };
         Ok(World {
             cfg,
@@ -601,6 +608,7 @@ impl World {
             mmap_lock_writer: None,
             deposited: Vec::new(),
             context_id: 0,
+            tlb_flush_pending: 0,
         });
         self.next_ctx_id += 1;
         Ok(id)

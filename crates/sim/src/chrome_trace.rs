@@ -321,5 +321,6 @@ fn kernel_name(l: &Label) -> &'static str {
         }
         Label::Barrier { name, .. } | Label::BarrierDropped { name } => name,
         Label::SwitchMmBegin { .. } | Label::SwitchMmReadTlbGen { .. } => "switch_mm_irqs_off",
+        Label::TlbFlushNested { .. } => "tlb_finish_mmu",
     }
 }

@@ -148,6 +148,7 @@ impl Report {
             ("collapses", c.collapses),
             ("pmd_shares", c.pmd_shares),
             ("pmd_unshares", c.pmd_unshares),
+            ("pmd_fully_unshared", c.pmd_fully_unshared),
             ("rcu_table_batches", c.rcu_table_batches),
             ("tlbi_is", c.tlbi_is),
             ("dsb_ish", c.dsb_ish),

@@ -47,14 +47,17 @@ pub fn flush_tlb_kernel_range(w: &mut World, start: u64, end: u64) -> Flow {
 }
 
 /// `flush_tlb_mm(mm)`: every translation of `mm`, on every CPU that may hold one.
+/// x86 (arch/x86/include/asm/tlbflush.h): `flush_tlb_mm_range(mm, 0UL,
+/// TLB_FLUSH_ALL, 0UL, true)`: `freed_tables` is true, so lazy CPUs in the
+/// mask are IPI'd too.
 pub fn flush_tlb_mm(w: &mut World, mm: MmId, fx: &mut Effects) -> Flow {
     match w.cfg.arch {
         Arch::X86 => Flow::Call(Frame::FlushTlbMmRange(x86::tlb::FlushTlbMmRange::new(
             mm,
             0,
             TLB_FLUSH_ALL,
-            PAGE_SHIFT,
-            false,
+            0,
+            true,
         ))),
         Arch::Arm64 => {
             arm64::tlbflush::flush_tlb_mm(w, mm, fx);

@@ -2,7 +2,10 @@
 
 use crate::effects::{Effects, Label};
 use crate::mm::memory::unmap_page_range_step;
-use crate::mm::mmu_gather::{tlb_flush_mmu_free_task, tlb_flush_mmu_tlbonly};
+use crate::mm::mmu_gather::{
+    tlb_finish_mmu, tlb_finish_mmu_free, tlb_flush_mmu_free_task, tlb_flush_mmu_tlbonly,
+    tlb_gather_mmu,
+};
 use crate::world::{Flow, World};
 use crate::TaskId;
 use machine::{Cost, CpuId};
@@ -17,6 +20,10 @@ pub enum Pc {
     Flush,
     /// `tlb_flush_mmu_free`.
     Free,
+    /// The batches ran out mid-zap: `tlb_flush_mmu`'s flush, then zap on from here.
+    BatchFlush(u64),
+    /// `tlb_flush_mmu`'s free of the full batches.
+    BatchFree(u64),
 }
 
 /// `madvise(start, len, MADV_DONTNEED)` in progress.
@@ -46,7 +53,7 @@ impl MadviseDontneed {
                 fx.label(Label::Syscall {
                     nr: "madvise(MADV_DONTNEED)",
                 });
-                w.tasks[task as usize].gather.tlb_gather_mmu(mm);
+                tlb_gather_mmu(w, task, mm, false);
                 self.pc = Pc::Zap(self.start);
                 Flow::Continue
             }
@@ -56,16 +63,31 @@ impl MadviseDontneed {
                     return Flow::Continue;
                 }
                 let next = unmap_page_range_step(w, task, addr, self.end, fx);
-                self.pc = Pc::Zap(next);
+                // zap_pte_range's force_flush when the batches are full (checked per table).
+                let full = w.tasks[task as usize].gather.batch_full();
+                self.pc = if full && next < self.end {
+                    Pc::BatchFlush(next)
+                } else {
+                    Pc::Zap(next)
+                };
                 Flow::Yield
             }
             Pc::Flush => {
                 self.pc = Pc::Free;
-                tlb_flush_mmu_tlbonly(w, task, fx)
+                tlb_finish_mmu(w, task, fx)
             }
             Pc::Free => {
-                tlb_flush_mmu_free_task(w, task, fx);
+                tlb_finish_mmu_free(w, task, fx);
                 Flow::Return
+            }
+            Pc::BatchFlush(next) => {
+                self.pc = Pc::BatchFree(next);
+                tlb_flush_mmu_tlbonly(w, task, fx)
+            }
+            Pc::BatchFree(next) => {
+                tlb_flush_mmu_free_task(w, task, fx);
+                self.pc = Pc::Zap(next);
+                Flow::Yield
             }
         }
     }

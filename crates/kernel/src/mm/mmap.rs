@@ -4,7 +4,8 @@
 use crate::effects::{Effects, Label};
 use crate::mm::memory::{pte_table, unmap_page_range_step};
 use crate::mm::mmu_gather::{
-    tlb_flush_mmu_free_task, tlb_flush_mmu_tlbonly, tlb_remove_table_sync_one,
+    tlb_end_vma, tlb_finish_mmu, tlb_finish_mmu_free, tlb_flush_mmu_free_task,
+    tlb_flush_mmu_tlbonly, tlb_gather_mmu, tlb_remove_table_sync_one,
 };
 use crate::world::{Flow, Vma, World};
 use crate::TaskId;
@@ -23,7 +24,9 @@ pub fn mmap_write_unlock(w: &mut World, mm: crate::MmId, fx: &mut Effects) {
 }
 
 /// 1 GiB: the range one PMD table maps (`PUD_SIZE`).
-pub const PUD_SIZE: u64 = 1 << 30;
+pub const PUD_SIZE: u64 = 1 << PUD_SHIFT;
+/// `PUD_SHIFT`.
+pub const PUD_SHIFT: u32 = 30;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Pc {
@@ -35,10 +38,17 @@ pub enum Pc {
     FreePgtables,
     /// `tlb_finish_mmu` → `tlb_flush`.
     Flush,
-    /// After unsharing a PMD table: `tlb_remove_table_sync_one`.
+    /// `tlb_flush_unshared_tables`: `tlb_remove_table_sync_one` if a table
+    /// was fully unshared.
     Sync,
     /// `tlb_flush_mmu_free`.
     Free,
+    /// The batches ran out mid-zap: `tlb_flush_mmu`'s flush, then zap on from here.
+    BatchFlush(u64),
+    /// `tlb_flush_mmu`'s free of the full batches.
+    BatchFree(u64),
+    /// `tlb_end_vma` at a VMA boundary; the next VMA starts here.
+    EndVma(u64),
 }
 
 /// `munmap(start, len)` in progress.
@@ -48,6 +58,11 @@ pub struct Munmap {
     pub end: u64,
     /// The range was a hugetlbfs mapping.
     pub hugetlb: bool,
+    /// `exit_mmap`'s `tlb_gather_mmu_fullmm`: the whole mm goes.
+    pub fullmm: bool,
+    /// Ends of the detached VMAs inside the range (`unmap_vmas` walks them
+    /// one by one, `tlb_end_vma` after each).
+    pub vma_ends: Vec<u64>,
     pub pc: Pc,
 }
 
@@ -57,7 +72,18 @@ impl Munmap {
             start,
             end: start + len,
             hugetlb: false,
+            fullmm: false,
+            vma_ends: Vec::new(),
             pc: Pc::Enter,
+        }
+    }
+
+    /// mm/mmap.c: `exit_mmap` of an mm whose mappings are `[start, start +
+    /// len)`: the same teardown under a `fullmm` gather (`TLB_FLUSH_ALL`).
+    pub fn exit_mmap(start: u64, len: u64) -> Self {
+        Munmap {
+            fullmm: true,
+            ..Self::new(start, len)
         }
     }
 
@@ -78,6 +104,9 @@ impl Munmap {
                         continue;
                     }
                     self.hugetlb |= v.hugetlb;
+                    if v.end < e {
+                        self.vma_ends.push(v.end);
+                    }
                     if v.start < s {
                         kept.push(Vma {
                             end: s,
@@ -89,27 +118,24 @@ impl Munmap {
                     }
                 }
                 *vmas = kept;
-                w.tasks[task as usize].gather.tlb_gather_mmu(mm);
+                self.vma_ends.sort_unstable();
+                tlb_gather_mmu(w, task, mm, self.fullmm);
                 self.pc = Pc::Zap(self.start);
                 Flow::Continue
             }
-            Pc::Zap(addr) => {
-                if addr >= self.end {
-                    self.pc = Pc::FreePgtables;
-                    return Flow::Continue;
-                }
-                let next = if self.hugetlb {
-                    // __hugetlb_zap_begin: i_mmap_lock_write.
-                    if w.hugetlb_i_mmap_writer.is_some_and(|t| t != task) {
-                        return Flow::Block;
-                    }
-                    w.hugetlb_i_mmap_writer = Some(task);
-                    unmap_hugepage_range(w, task, addr, self.end, fx)
-                } else {
-                    unmap_page_range_step(w, task, addr, self.end, fx)
-                };
+            Pc::Zap(addr) => self.zap_step(w, task, addr, fx),
+            Pc::BatchFlush(next) => {
+                self.pc = Pc::BatchFree(next);
+                tlb_flush_mmu_tlbonly(w, task, fx)
+            }
+            Pc::BatchFree(next) => {
+                tlb_flush_mmu_free_task(w, task, fx);
                 self.pc = Pc::Zap(next);
                 Flow::Yield
+            }
+            Pc::EndVma(next) => {
+                self.pc = Pc::Zap(next);
+                tlb_end_vma(w, task, fx)
             }
             Pc::FreePgtables => {
                 self.pc = Pc::Flush;
@@ -121,11 +147,15 @@ impl Munmap {
             }
             Pc::Flush => {
                 self.pc = Pc::Sync;
-                tlb_flush_mmu_tlbonly(w, task, fx)
+                tlb_finish_mmu(w, task, fx)
             }
             Pc::Sync => {
+                // tlb_flush_unshared_tables (6.19): the flush above covered
+                // every unshare; the sync only when a table was left to its
+                // last user, who may now modify and reuse it.
                 self.pc = Pc::Free;
-                if w.tasks[task as usize].gather.unshared_tables {
+                let g = &mut w.tasks[task as usize].gather;
+                if std::mem::take(&mut g.fully_unshared_tables) {
                     tlb_remove_table_sync_one(w, fx)
                 } else {
                     Flow::Continue
@@ -141,10 +171,47 @@ impl Munmap {
                         }
                     }
                 }
-                tlb_flush_mmu_free_task(w, task, fx);
+                tlb_finish_mmu_free(w, task, fx);
                 Flow::Return
             }
         }
+    }
+}
+
+impl Munmap {
+    /// `unmap_vmas` → `unmap_single_vma`: zap one table's worth (up to the
+    /// VMA's end), then flush mid-way if the batches are full
+    /// (`zap_pte_range`'s `force_flush` → `tlb_flush_mmu`; the model checks
+    /// once per table) or go through `tlb_end_vma` at a VMA's end.
+    fn zap_step(&mut self, w: &mut World, task: TaskId, addr: u64, fx: &mut Effects) -> Flow {
+        if addr >= self.end {
+            self.pc = Pc::FreePgtables;
+            return Flow::Continue;
+        }
+        let stop = self
+            .vma_ends
+            .iter()
+            .copied()
+            .find(|&e| e > addr)
+            .unwrap_or(self.end);
+        let next = if self.hugetlb {
+            // __hugetlb_zap_begin: i_mmap_lock_write.
+            if w.hugetlb_i_mmap_writer.is_some_and(|t| t != task) {
+                return Flow::Block;
+            }
+            w.hugetlb_i_mmap_writer = Some(task);
+            unmap_hugepage_range(w, task, addr, stop, fx)
+        } else {
+            unmap_page_range_step(w, task, addr, stop, fx)
+        };
+        self.pc = if next < self.end && w.tasks[task as usize].gather.batch_full() {
+            Pc::BatchFlush(next)
+        } else if next == stop && stop < self.end {
+            Pc::EndVma(next)
+        } else {
+            Pc::Zap(next)
+        };
+        Flow::Yield
     }
 }
 
@@ -226,7 +293,9 @@ pub fn unmap_hugepage_range(
             w.mem.write(pud, table_index(addr, 3), 0);
             w.hugetlb_pmds[i].users -= 1;
             w.counters.pmd_unshares += 1;
-            tlb.unshare_pmd_table(region);
+            let fully = w.hugetlb_pmds[i].users == 1;
+            w.counters.pmd_fully_unshared += fully as u64;
+            tlb.unshare_pmd_table(region, fully);
             fx.label(Label::PmdUnshare { mm, table });
         }
         _ => {

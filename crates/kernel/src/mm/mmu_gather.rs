@@ -7,9 +7,20 @@
 //! use-after-free the monitor looks for.
 
 use crate::effects::{Effects, Label};
+use crate::mm::mmap::PUD_SHIFT;
 use crate::world::{Flow, World};
 use crate::{MmId, TaskId};
-use machine::{Cost, CpuId, Pfn, PAGE_SIZE};
+use machine::{Cost, CpuId, Pfn, HPAGE_SHIFT, PAGE_SHIFT, PAGE_SIZE};
+
+/// `MMU_GATHER_BUNDLE`: the pages `struct mmu_gather` holds in its local batch.
+pub const MMU_GATHER_BUNDLE: usize = 8;
+/// `MAX_GATHER_BATCH`: page pointers in one page-sized `struct
+/// mmu_gather_batch` ((4096 - 16) / 8).
+pub const MAX_GATHER_BATCH: usize = (4096 - 16) / 8;
+/// `MAX_GATHER_BATCH_COUNT`: `10000UL / MAX_GATHER_BATCH` batches at most.
+pub const MAX_GATHER_BATCH_COUNT: usize = 10_000 / MAX_GATHER_BATCH;
+/// Pages a gather holds before `__tlb_remove_page_size` reports it full.
+pub const GATHER_CAPACITY: usize = MMU_GATHER_BUNDLE + MAX_GATHER_BATCH_COUNT * MAX_GATHER_BATCH;
 
 /// The gather state of one unmap operation.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -22,6 +33,18 @@ pub struct MmuGather {
     pub freed_tables: bool,
     /// `tlb->unshared_tables`: a shared hugetlb PMD table was unshared.
     pub unshared_tables: bool,
+    /// `tlb->fully_unshared_tables`: an unshare left the table with one
+    /// user, who may now modify and reuse it (`tlb_flush_unshared_tables`
+    /// syncs only then). Survives `__tlb_reset_range`.
+    pub fully_unshared_tables: bool,
+    /// `tlb->fullmm`: the whole address space goes (`tlb_gather_mmu_fullmm`,
+    /// `exit_mmap`).
+    pub fullmm: bool,
+    /// `tlb->cleared_ptes`, `cleared_pmds`, `cleared_puds`: which levels
+    /// the gather cleared entries at (`tlb_get_unmap_shift`).
+    pub cleared_ptes: bool,
+    pub cleared_pmds: bool,
+    pub cleared_puds: bool,
     /// The page batch (`struct mmu_gather_batch`).
     pub pages: Vec<Pfn>,
     /// Page-table pages to free after the flush (`tlb_remove_table`).
@@ -36,27 +59,67 @@ impl MmuGather {
         self.end = 0;
         self.freed_tables = false;
         self.unshared_tables = false;
+        self.fully_unshared_tables = false;
+        self.fullmm = false;
+        self.reset_cleared();
         self.pages.clear();
         self.tables.clear();
     }
 
-    /// `__tlb_adjust_range` + `__tlb_remove_page_size`.
+    /// `tlb_gather_mmu_fullmm(tlb, mm)`: `exit_mmap` tears the whole mm down.
+    pub fn tlb_gather_mmu_fullmm(&mut self, mm: MmId) {
+        self.tlb_gather_mmu(mm);
+        self.fullmm = true;
+    }
+
+    /// The `cleared_*` half of `__tlb_reset_range`.
+    fn reset_cleared(&mut self) {
+        self.cleared_ptes = false;
+        self.cleared_pmds = false;
+        self.cleared_puds = false;
+    }
+
+    /// include/asm-generic/tlb.h: `tlb_get_unmap_shift`: the smallest level
+    /// the gather cleared gives the flush stride (PTE 4 KiB, PMD 2 MiB, PUD
+    /// 1 GiB); nothing cleared, `PAGE_SHIFT`.
+    pub fn tlb_get_unmap_shift(&self) -> u32 {
+        if self.cleared_ptes {
+            PAGE_SHIFT
+        } else if self.cleared_pmds {
+            HPAGE_SHIFT
+        } else if self.cleared_puds {
+            PUD_SHIFT
+        } else {
+            PAGE_SHIFT
+        }
+    }
+
+    /// `tlb_remove_tlb_entry` (`tlb_flush_pte_range`: `cleared_ptes`) +
+    /// `__tlb_remove_page_size`.
     pub fn remove_page(&mut self, pfn: Pfn, va: u64) {
+        self.cleared_ptes = true;
         self.start = self.start.min(va);
         self.end = self.end.max(va + PAGE_SIZE);
         self.pages.push(pfn);
     }
 
+    /// `tlb_remove_pmd_tlb_entry` / `tlb_remove_huge_tlb_entry` of a 2 MiB
+    /// page (`tlb_flush_pmd_range`: `cleared_pmds`) +
     /// `tlb_remove_page_size(tlb, page, HPAGE_PMD_SIZE)`: a huge page at `va`.
     pub fn remove_huge_page(&mut self, pfn: Pfn, va: u64) {
+        self.cleared_pmds = true;
         self.start = self.start.min(va);
         self.end = self.end.max(va + machine::HPAGE_SIZE);
         self.pages.push(pfn);
     }
 
     /// `tlb_unshare_pmd_ptdesc`: this mm's PUD no longer points at a shared
-    /// PMD table covering `[region, region + 1G)`.
-    pub fn unshare_pmd_table(&mut self, region: u64) {
+    /// PMD table covering `[region, region + 1G)`; `fully` when the table is
+    /// now exclusively owned by its last user.
+    pub fn unshare_pmd_table(&mut self, region: u64, fully: bool) {
+        self.fully_unshared_tables |= fully;
+        // tlb_unshare_pmd_ptdesc: tlb_flush_pmd_range(tlb, addr & PUD_MASK, PUD_SIZE).
+        self.cleared_pmds = true;
         self.start = self.start.min(region);
         self.end = self.end.max(region + crate::mm::mmap::PUD_SIZE);
         self.unshared_tables = true;
@@ -66,6 +129,7 @@ impl MmuGather {
     /// PMD table covering `[region, region + 1G)`; the range grows by one
     /// page (`freed_tables` makes the flush reach the walk caches).
     pub fn remove_pmd_table(&mut self, pfn: Pfn, region: u64) {
+        self.cleared_puds = true;
         self.start = self.start.min(region);
         self.end = self.end.max(region + PAGE_SIZE);
         self.freed_tables = true;
@@ -76,15 +140,33 @@ impl MmuGather {
     /// `tlb_remove_table`: a PTE table covering `[va, va + 2M)`; the range
     /// grows by one page only.
     pub fn remove_table(&mut self, pfn: Pfn, va: u64) {
+        self.cleared_pmds = true;
         self.start = self.start.min(va);
         self.end = self.end.max(va + PAGE_SIZE);
         self.freed_tables = true;
         self.tables.push(pfn);
     }
 
-    /// Is there anything to flush (`tlb->end` set)?
+    /// Is there anything to flush? (`tlb_flush_mmu_tlbonly`'s test: a level
+    /// was cleared, which sets the range; or a nested gather's escalation,
+    /// `fullmm` with `freed_tables`.)
     pub fn needs_flush(&self) -> bool {
-        self.end > self.start
+        self.end > self.start || (self.fullmm && self.freed_tables)
+    }
+
+    /// `__tlb_remove_page_size` returned true: every batch is full
+    /// (`tlb_next_batch` refuses past `MAX_GATHER_BATCH_COUNT`).
+    pub fn batch_full(&self) -> bool {
+        self.pages.len() >= GATHER_CAPACITY
+    }
+
+    /// `__tlb_reset_range` after `tlb_flush_mmu_tlbonly`: the range, the
+    /// cleared levels and `freed_tables` start over (the batches stay).
+    pub fn reset_range(&mut self) {
+        self.start = u64::MAX;
+        self.end = 0;
+        self.freed_tables = false;
+        self.reset_cleared();
     }
 }
 
@@ -96,6 +178,7 @@ pub fn tlb_flush_mmu_free(w: &mut World, tlb: &mut MmuGather, fx: &mut Effects) 
     tlb.end = 0;
     tlb.freed_tables = false;
     tlb.unshared_tables = false;
+    tlb.reset_cleared();
 }
 
 /// Free the page and table batches (keeping the range to flush).
@@ -229,6 +312,43 @@ pub fn tlb_flush_mmu_free_task(w: &mut World, task: TaskId, fx: &mut Effects) {
     w.tasks[task as usize].gather = tlb;
 }
 
+/// mm/mmu_gather.c: `__tlb_gather_mmu`: start `task`'s gather on `mm` and
+/// `inc_tlb_flush_pending(mm)`, which `mm_tlb_flush_nested` counts.
+pub fn tlb_gather_mmu(w: &mut World, task: TaskId, mm: crate::MmId, fullmm: bool) {
+    let g = &mut w.tasks[task as usize].gather;
+    if fullmm {
+        g.tlb_gather_mmu_fullmm(mm);
+    } else {
+        g.tlb_gather_mmu(mm);
+    }
+    w.mms[mm as usize].tlb_flush_pending += 1;
+}
+
+/// mm/mmu_gather.c: `tlb_finish_mmu`, the flush half: if another gather
+/// on this mm is in progress (`mm_tlb_flush_nested`: it may have cleared
+/// PTEs this one skipped as already clear, and not flushed them yet), flush
+/// the whole mm with `freed_tables` (`tlb->fullmm = 1; tlb->freed_tables =
+/// 1`), then `tlb_flush_mmu`. Only x86's `tlb_flush` reads `fullmm`; the
+/// other architectures keep the gathered range.
+pub fn tlb_finish_mmu(w: &mut World, task: TaskId, fx: &mut Effects) -> Flow {
+    let g = &w.tasks[task as usize].gather;
+    if w.mms[g.mm as usize].tlb_flush_pending > 1 {
+        let g = &mut w.tasks[task as usize].gather;
+        g.fullmm = true;
+        g.freed_tables = true;
+        fx.label(Label::TlbFlushNested { mm: g.mm });
+    }
+    tlb_flush_mmu_tlbonly(w, task, fx)
+}
+
+/// The end of `tlb_finish_mmu`: free the batches, `dec_tlb_flush_pending`.
+pub fn tlb_finish_mmu_free(w: &mut World, task: TaskId, fx: &mut Effects) {
+    tlb_flush_mmu_free_task(w, task, fx);
+    let mm = w.tasks[task as usize].gather.mm;
+    let m = &mut w.mms[mm as usize];
+    m.tlb_flush_pending = m.tlb_flush_pending.saturating_sub(1);
+}
+
 /// include/asm-generic/tlb.h / arch/x86/include/asm/tlb.h (seed b):
 /// `tlb_table_flush_implies_ipi_broadcast`: did the preceding TLB flush
 /// already interrupt every CPU that could be in a lockless walk? On x86 the
@@ -257,4 +377,18 @@ pub fn tlb_remove_table_sync_one(w: &mut World, fx: &mut Effects) -> Flow {
             crate::kernel_smp::CallFunc::TlbRemoveTableSmpSync,
         ),
     ))
+}
+
+/// include/asm-generic/tlb.h: `tlb_end_vma`: flush (and reset the range) at
+/// each VMA boundary, unless `fullmm` or the architecture selects
+/// `MMU_GATHER_MERGE_VMAS` (x86 does, arch/x86/Kconfig; arm64 and RISC-V
+/// do not). Returns the flush to call, if any.
+pub fn tlb_end_vma(w: &mut World, task: TaskId, fx: &mut Effects) -> Flow {
+    let g = &w.tasks[task as usize].gather;
+    if g.fullmm || w.cfg.arch == machine::scenario::Arch::X86 {
+        return Flow::Continue;
+    }
+    let flow = crate::arch::tlb_flush(w, task, fx);
+    w.tasks[task as usize].gather.reset_range();
+    flow
 }

@@ -12,7 +12,7 @@ use crate::kernel_smp::{CallFunc, Cond, SmpCallFunctionManyCond};
 use crate::world::{layout, Flow, FlushReason, Frame, World};
 use crate::{MmId, TaskId, INIT_MM, TLB_FLUSH_ALL, TLB_GENERATION_INVALID};
 use machine::scenario::FlushTlbInfoPlacement;
-use machine::{Cost, CpuId, PAGE_SHIFT};
+use machine::{Cost, CpuId};
 
 /// `LOADED_MM_SWITCHING`: `cpu_tlbstate.loaded_mm` while CR3 is changing.
 pub const LOADED_MM_SWITCHING: MmId = MmId::MAX;
@@ -699,15 +699,22 @@ pub fn enter_lazy_tlb(w: &mut World, cpu: CpuId, fx: &mut Effects) {
 }
 
 /// arch/x86/include/asm/tlb.h: `tlb_flush`: `flush_tlb_mm_range(tlb->mm,
-/// start, end, stride_shift, tlb->freed_tables)` for what the gather
-/// covered; seed (b) passes `freed_tables || unshared_tables` so lazy CPUs are
-/// IPI'd on unshare too; `mm.unshare_without_lazy_ipi` drops that again
-/// (unsafe with the skip, by the seed's argument).
+/// start, end, tlb_get_unmap_shift(tlb), tlb->freed_tables)`, the whole mm
+/// (`TLB_FLUSH_ALL`) for `fullmm`. The stride is what makes a PMD-only zap
+/// (a THP, a hugetlb page) one INVLPG per 2 MiB rather than 512 pages over
+/// the ceiling. Seed (b) passes `freed_tables || unshared_tables` so lazy
+/// CPUs are IPI'd on unshare too; `mm.unshare_without_lazy_ipi` drops that
+/// again (unsafe with the skip, by the seed's argument).
 pub fn tlb_flush(w: &World, task: TaskId) -> Flow {
     let g = &w.tasks[task as usize].gather;
     if !g.needs_flush() {
         return Flow::Continue;
     }
+    let (start, end) = if g.fullmm {
+        (0, TLB_FLUSH_ALL)
+    } else {
+        (g.start, g.end)
+    };
     // Upstream passes freed_tables only; seed (b) patch 2/2 adds
     // unshared_tables, unless the unsafe variant drops it again.
     let m = &w.cfg.mm;
@@ -715,9 +722,9 @@ pub fn tlb_flush(w: &World, task: TaskId) -> Flow {
     let unshared = g.unshared_tables && seed && !m.unshare_without_lazy_ipi;
     Flow::Call(Frame::FlushTlbMmRange(FlushTlbMmRange::new(
         g.mm,
-        g.start,
-        g.end,
-        PAGE_SHIFT,
+        start,
+        end,
+        g.tlb_get_unmap_shift(),
         g.freed_tables || unshared,
     )))
 }
