@@ -290,6 +290,10 @@ pub struct Counters {
     pub defer_ipi_running: u64,
     pub defer_ipi_loaded: u64,
     pub cpumask_cleared: u64,
+    /// Seed (d): entries queued, and drains (`local_tlb_flush_queue_drain`)
+    /// at `switch_mm` or in a flush IPI.
+    pub defer_enqueues: u64,
+    pub defer_drains: u64,
 }
 
 impl PartialEq for Counters {

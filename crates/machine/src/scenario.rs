@@ -351,7 +351,7 @@ impl Default for RiscvCfg {
             tlb_flush_all_threshold: 64,
             asid_bits: 16,
             defer_flush_to_context_switch: false,
-            flush_queue_depth: 8,
+            flush_queue_depth: 16,
             cpumask_clear_threshold: 0,
             defer_kernel_flush: false,
             unordered_enqueue: false,
@@ -717,7 +717,7 @@ impl Scenario {
                 "true | false",
                 "seed riscv-defer-flush: queue flushes for harts not running the mm",
             ),
-            ("riscv.flush_queue_depth", "entries (8)", "deferred queue depth; overflow flushes the ASID"),
+            ("riscv.flush_queue_depth", "entries (16)", "deferred queue depth (TLB_FLUSH_QUEUE_SIZE); full: IPI now"),
             (
                 "riscv.cpumask_clear_threshold",
                 "switches (0 = never)",

@@ -1,19 +1,21 @@
-//! arch/riscv/mm/tlbflush.c, with seed (d): a hart in `mm_cpumask` that is
-//! not running the ASID being flushed gets the flush queued instead of an
-//! IPI, and applies it in `switch_mm` before it runs that ASID again.
+//! arch/riscv/mm/tlbflush.c, with seed (d) (RFC v1, patches 1-4): a hart in
+//! `mm_cpumask` that is not running the ASID being flushed gets the flush
+//! queued instead of an IPI, and applies it in `switch_mm` before it runs
+//! that ASID again (or in the next flush IPI it takes).
 //!
 //! ```text
-//!  flusher                                   target hart
+//!  flusher (should_ipi_flush)                target hart (set_mm_asid)
 //!  ─────────────────────────────────         ─────────────────────────────
-//!  enqueue(target, range)                    loaded_asid = next_asid
-//!  smp_mb()                                  smp_mb()
-//!  loaded_asid(target) == asid ? IPI : skip  apply queued flushes for next_asid
+//!  loaded_asid(target) == asid ? IPI         loaded_asid = next_asid
+//!  queue full ? IPI : enqueue(range)         fence w,r
+//!  need_tlb_flush = true; fence w,r          need_tlb_flush ? drain queue
+//!  loaded_asid(target) == asid ? IPI : skip
 //! ```
 //! Each side writes, fences, then reads the other's variable: either the
 //! flusher sees the new `loaded_asid` (and IPIs), or the switcher sees the
-//! queued entry (and applies it). Reading `loaded_asid` before the enqueue
-//! (`riscv.unordered_enqueue`) loses that: the target can switch in between,
-//! apply an empty queue, and run on stale entries.
+//! queued entry (and applies it). Reading `loaded_asid` only before the
+//! enqueue (`riscv.unordered_enqueue`) loses that: the target can switch in
+//! between, apply an empty queue, and run on stale entries.
 
 use crate::effects::{Effects, Label};
 use crate::kernel_smp::{CallFunc, Cond, SmpCallFunctionManyCond};
@@ -32,10 +34,11 @@ pub struct HartTlbState {
     /// `per_cpu(loaded_asid)`: the ASID this hart runs user code under.
     pub loaded_asid: u16,
     /// `per_cpu(tlb_flush_queue)`: flushes queued for this hart while it
-    /// was not running their ASID.
+    /// was not running their ASID (at most `riscv.flush_queue_depth`,
+    /// the patch's `TLB_FLUSH_QUEUE_SIZE` = 16).
     pub queue: Vec<FlushTlbRangeData>,
-    /// ASIDs whose queue overflowed: flush them whole at the next switch.
-    pub flush_all: Vec<u16>,
+    /// `per_cpu(need_tlb_flush)`: set after an enqueue, cleared by the drain.
+    pub need_flush: bool,
     /// mms this hart left, with the switches it made since.
     pub recent: Vec<(MmId, u32)>,
 }
@@ -98,7 +101,10 @@ pub fn local_flush_tlb_range_asid(
     }
 }
 
-/// `__ipi_flush_tlb_range_asid`: the IPI handler's work.
+/// `__ipi_flush_tlb_range_asid`: the IPI handler's work; with seed (d) it
+/// also drains this hart's whole queue when `need_tlb_flush` is set (a
+/// target whose queue was full, or that loaded the ASID while the flusher
+/// enqueued, is IPI'd and applies everything queued for it).
 pub fn __ipi_flush_tlb_range_asid(
     w: &mut World,
     cpu: CpuId,
@@ -107,13 +113,19 @@ pub fn __ipi_flush_tlb_range_asid(
 ) {
     fx.cost(Cost::FlushTlbFuncFixed, 1);
     local_flush_tlb_range_asid(w, cpu, d, fx);
+    if w.cpus[cpu as usize].riscv.need_flush {
+        let asid = w.cpus[cpu as usize].riscv.loaded_asid;
+        local_tlb_flush_queue_drain(w, cpu, asid, fx);
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Pc {
     /// `get_cpu()`, the mask, the local-only case.
     Start,
-    /// Seed (d): queue the flush for every other target not known to run the ASID.
+    /// Seed (d), `should_ipi_flush` up to its fence: a target running the
+    /// ASID is IPI'd at once; one with a full queue too; the others get an
+    /// entry and `need_tlb_flush`.
     Enqueue,
     /// Seed (d), after `smp_mb()`: targets now running the ASID keep their IPI.
     CheckLoaded,
@@ -205,11 +217,15 @@ impl FlushTlbRange {
             }
             Pc::Enqueue => {
                 for t in self.cmask.iter().filter(|&t| t != cpu) {
-                    enqueue(w, t, self.d, fx);
-                    self.deferred.set(t);
+                    fx.read(crate::world::layout::cpu_tlbstate(t));
+                    if w.cpus[t as usize].riscv.loaded_asid == self.d.asid {
+                        count_kept(w, t, self.mm);
+                    } else if enqueue(w, t, self.d, fx) {
+                        self.deferred.set(t);
+                    }
                 }
                 self.pc = Pc::CheckLoaded;
-                // The queue stores are visible before the loads below (smp_mb).
+                // The queue stores are visible before the loads below (fence w,r).
                 Flow::Yield
             }
             Pc::CheckLoaded => {
@@ -219,15 +235,7 @@ impl FlushTlbRange {
                         self.cmask.clear(t);
                         w.counters.deferred_flushes += 1;
                     } else {
-                        // Still IPI'd: running the mm now, or idle with its ASID loaded.
-                        let running = w.cpus[t as usize]
-                            .curr
-                            .is_some_and(|c| Some(w.tasks[c as usize].mm) == self.mm);
-                        if running {
-                            w.counters.defer_ipi_running += 1;
-                        } else {
-                            w.counters.defer_ipi_loaded += 1;
-                        }
+                        count_kept(w, t, self.mm);
                     }
                 }
                 fx.label(Label::ReadLoadedAsid {
@@ -257,9 +265,10 @@ impl FlushTlbRange {
             }
             Pc::EnqueueLate => {
                 for t in self.deferred.iter() {
-                    enqueue(w, t, self.d, fx);
-                    self.cmask.clear(t);
-                    w.counters.deferred_flushes += 1;
+                    if enqueue(w, t, self.d, fx) {
+                        self.cmask.clear(t);
+                        w.counters.deferred_flushes += 1;
+                    }
                 }
                 self.pc = Pc::Send;
                 Flow::Continue
@@ -294,27 +303,41 @@ impl FlushTlbRange {
     }
 }
 
-/// Seed (d): add a flush to `target`'s queue; a full queue degrades to
-/// "flush this whole ASID" (entries for it are dropped).
-fn enqueue(w: &mut World, target: CpuId, d: FlushTlbRangeData, fx: &mut Effects) {
+/// Seed (d): a target kept in the IPI mask because it has the ASID loaded:
+/// it runs the mm now, or idles (or runs a kernel thread) after it.
+fn count_kept(w: &mut World, t: CpuId, mm: Option<MmId>) {
+    let running = w.cpus[t as usize]
+        .curr
+        .is_some_and(|c| Some(w.tasks[c as usize].mm) == mm);
+    if running {
+        w.counters.defer_ipi_running += 1;
+    } else {
+        w.counters.defer_ipi_loaded += 1;
+    }
+}
+
+/// Seed (d), `should_ipi_flush`'s locked part: append the flush to
+/// `target`'s queue and set its `need_tlb_flush`; a full queue
+/// (`TLB_FLUSH_QUEUE_SIZE`) enqueues nothing and the target is IPI'd now.
+/// Returns whether the entry was queued.
+fn enqueue(w: &mut World, target: CpuId, d: FlushTlbRangeData, fx: &mut Effects) -> bool {
     let depth = w.cfg.riscv.flush_queue_depth as usize;
     let h = &mut w.cpus[target as usize].riscv;
     fx.write(crate::world::layout::call_single_queue(target) + 0x40);
-    let overflow = h.flush_all.contains(&d.asid) || h.queue.len() >= depth;
+    let overflow = h.queue.len() >= depth;
     if overflow {
-        h.queue.retain(|e| e.asid != d.asid);
-        if !h.flush_all.contains(&d.asid) {
-            h.flush_all.push(d.asid);
-        }
         w.counters.deferred_overflows += 1;
     } else {
         h.queue.push(d);
+        h.need_flush = true;
+        w.counters.defer_enqueues += 1;
     }
     fx.label(Label::DeferFlush {
         cpu: target,
         asid: d.asid,
         overflow,
     });
+    !overflow
 }
 
 /// arch/riscv/kernel/sbi.c: `sbi_remote_sfence_vma_asid`: one ecall; the
@@ -341,29 +364,25 @@ fn sbi_remote_sfence_vma_asid(
     fx.label(Label::SbiRfence { harts });
 }
 
-/// Seed (d), the `switch_mm` side: after publishing `loaded_asid` (and a
-/// full barrier), drain this hart's queue: every queued flush, whatever its
-/// ASID (the flush is deferred "to the next context switch"), and a whole-ASID
-/// flush for each ASID whose entries overflowed.
-pub fn apply_deferred(w: &mut World, cpu: CpuId, asid: u16, fx: &mut Effects) {
+/// Seed (d): `local_tlb_flush_queue_drain`, called from `set_mm_asid`
+/// (after publishing `loaded_asid` and a fence) and from the flush IPI when
+/// `need_tlb_flush` is set: clear the flag, then apply every queued flush,
+/// whatever its ASID (the flush is deferred "to the next context switch").
+pub fn local_tlb_flush_queue_drain(w: &mut World, cpu: CpuId, asid: u16, fx: &mut Effects) {
     let c = cpu as usize;
     let h = &mut w.cpus[c].riscv;
-    if h.queue.is_empty() && h.flush_all.is_empty() {
+    if !h.need_flush {
         return;
     }
+    h.need_flush = false;
     let entries = std::mem::take(&mut h.queue);
-    let whole = std::mem::take(&mut h.flush_all);
-    w.counters.deferred_applied += (entries.len() + whole.len()) as u64;
+    w.counters.defer_drains += 1;
+    w.counters.deferred_applied += entries.len() as u64;
     fx.label(Label::ApplyDeferred {
         asid,
         n: entries.len() as u32,
-        all: !whole.is_empty(),
+        all: false,
     });
-    for a in whole {
-        w.cpus[c].tlb.flush_asid(a);
-        w.counters.sfence_vma += 1;
-        fx.cost(Cost::SfenceVmaAsid, 1);
-    }
     for e in entries {
         local_flush_tlb_range_asid(w, cpu, e, fx);
     }
