@@ -227,3 +227,17 @@ fn full_queue_sends_the_ipi_and_the_ipi_drains() {
     assert!(a["deferred_applied"] <= a["defer_enqueues"], "{a:?}");
     assert!(d.violations.is_empty(), "{:?}", d.violations);
 }
+
+/// The SBI remote-fence branch of `__flush_tlb_range` comes before the
+/// seed's deferral and is unchanged by it: with `riscv.rfence=sbi` nothing
+/// is queued, every remote flush is one SBI call, and there are no IPIs.
+/// (Before: targets were enqueued and only the rest got the SBI fence.)
+#[test]
+fn sbi_rfence_defers_nothing() {
+    let r = stress(&[DEFER, "riscv.rfence=sbi"]);
+    let a = &r.arch;
+    assert_eq!(a["defer_enqueues"] + a["deferred_flushes"], 0, "{a:?}");
+    assert!(a["sbi_rfence"] > 0);
+    assert_eq!(total(&r, "CAL"), 0);
+    assert!(r.violations.is_empty());
+}

@@ -105,7 +105,7 @@ fn trim_recent(w: &mut World, cpu: CpuId, prev: MmId, next: MmId, fx: &mut Effec
         // Drop the mm's entries (and anything queued for it), then leave the mask.
         if id != 0 {
             w.cpus[c].tlb.flush_asid(asid);
-            w.cpus[c].riscv.queue.retain(|e| e.asid != asid);
+            w.cpus[c].riscv.queue.retain(|e| e.asid != u32::from(asid));
             fx.cost(Cost::SfenceVmaAsid, 1);
             w.counters.sfence_vma += 1;
         }

@@ -24,8 +24,16 @@ use crate::{MmId, TaskId, TLB_FLUSH_ALL};
 use machine::scenario::Rfence;
 use machine::{Cost, CpuId, CpuMask, PAGE_SIZE};
 
-/// `FLUSH_TLB_NO_ASID`: a kernel-address-space flush.
-pub const FLUSH_TLB_NO_ASID: u16 = u16::MAX;
+/// `FLUSH_TLB_NO_ASID` (`(unsigned long)-1`): a kernel-address-space flush.
+/// Wider than any `satp.ASID` (at most 16 bits), so it never names a user
+/// ASID (65535 is a valid one with 16-bit ASIDs).
+pub const FLUSH_TLB_NO_ASID: u32 = u32::MAX;
+
+/// The hardware ASID a flush names, for TLB operations and labels
+/// (`None` for `FLUSH_TLB_NO_ASID`).
+fn user_asid(asid: u32) -> Option<u16> {
+    u16::try_from(asid).ok()
+}
 
 /// Per-hart state of seed (d): `loaded_asid`, the deferred-flush queue,
 /// and (for `riscv.cpumask_clear_threshold`) the mms this hart ran lately.
@@ -46,7 +54,8 @@ pub struct HartTlbState {
 /// `struct flush_tlb_range_data`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FlushTlbRangeData {
-    pub asid: u16,
+    /// A user ASID, or `FLUSH_TLB_NO_ASID`.
+    pub asid: u32,
     pub start: u64,
     pub size: u64,
     pub stride: u64,
@@ -69,32 +78,30 @@ pub fn local_flush_tlb_range_asid(
     if pages <= w.cfg.riscv.tlb_flush_all_threshold as u64 {
         let mut a = d.start;
         for _ in 0..pages {
-            if d.asid == FLUSH_TLB_NO_ASID {
+            match user_asid(d.asid) {
+                Some(asid) => w.cpus[c].tlb.flush_one(asid, a),
                 // local_flush_tlb_page: sfence.vma va (every ASID, globals too).
-                w.cpus[c].tlb.flush_va(a);
-            } else {
-                w.cpus[c].tlb.flush_one(d.asid, a);
+                None => w.cpus[c].tlb.flush_va(a),
             }
             a += d.stride;
         }
         w.counters.sfence_vma += pages;
         fx.cost(Cost::SfenceVma, pages as u32);
         fx.label(Label::SfenceVma {
-            asid: d.asid,
+            asid: user_asid(d.asid).unwrap_or(u16::MAX),
             va: d.start,
             all: false,
         });
     } else {
-        if d.asid == FLUSH_TLB_NO_ASID {
-            w.cpus[c].tlb.flush_all();
-        } else {
-            w.cpus[c].tlb.flush_asid(d.asid);
+        match user_asid(d.asid) {
+            Some(asid) => w.cpus[c].tlb.flush_asid(asid),
+            None => w.cpus[c].tlb.flush_all(),
         }
         w.counters.sfence_vma += 1;
         w.counters.full_flushes += 1;
         fx.cost(Cost::SfenceVmaAsid, 1);
         fx.label(Label::SfenceVma {
-            asid: d.asid,
+            asid: user_asid(d.asid).unwrap_or(u16::MAX),
             va: 0,
             all: true,
         });
@@ -163,7 +170,9 @@ impl FlushTlbRange {
             }
         };
         let asid = match mm {
-            Some(m) if w.cfg.riscv.asid_bits > 0 => w.asids.idx(w.mms[m as usize].context_id),
+            Some(m) if w.cfg.riscv.asid_bits > 0 => {
+                u32::from(w.asids.idx(w.mms[m as usize].context_id))
+            }
             Some(_) => 0,
             None => FLUSH_TLB_NO_ASID,
         };
@@ -186,9 +195,14 @@ impl FlushTlbRange {
         }
     }
 
+    /// Seed (d) only replaces `on_each_cpu_mask`: the
+    /// `riscv_use_sbi_for_rfence()` branch comes first and is unchanged, so
+    /// with SBI remote fences nothing is deferred.
     fn may_defer(&self, w: &World) -> bool {
         let r = &w.cfg.riscv;
-        r.defer_flush_to_context_switch && (self.mm.is_some() || r.defer_kernel_flush)
+        r.rfence == Rfence::Ipi
+            && r.defer_flush_to_context_switch
+            && (self.mm.is_some() || r.defer_kernel_flush)
     }
 
     /// arch/riscv/mm/tlbflush.c: `__flush_tlb_range`.
@@ -218,7 +232,7 @@ impl FlushTlbRange {
             Pc::Enqueue => {
                 for t in self.cmask.iter().filter(|&t| t != cpu) {
                     fx.read(crate::world::layout::cpu_tlbstate(t));
-                    if w.cpus[t as usize].riscv.loaded_asid == self.d.asid {
+                    if w.cpus[t as usize].riscv.loaded_asid as u32 == self.d.asid {
                         count_kept(w, t, self.mm);
                     } else if enqueue(w, t, self.d, fx) {
                         self.deferred.set(t);
@@ -231,7 +245,7 @@ impl FlushTlbRange {
             Pc::CheckLoaded => {
                 for t in self.deferred.iter() {
                     fx.read(crate::world::layout::cpu_tlbstate(t));
-                    if w.cpus[t as usize].riscv.loaded_asid != self.d.asid {
+                    if w.cpus[t as usize].riscv.loaded_asid as u32 != self.d.asid {
                         self.cmask.clear(t);
                         w.counters.deferred_flushes += 1;
                     } else {
@@ -252,7 +266,7 @@ impl FlushTlbRange {
             Pc::ReadLoadedFirst => {
                 for t in self.cmask.iter().filter(|&t| t != cpu) {
                     fx.read(crate::world::layout::cpu_tlbstate(t));
-                    if w.cpus[t as usize].riscv.loaded_asid != self.d.asid {
+                    if w.cpus[t as usize].riscv.loaded_asid as u32 != self.d.asid {
                         self.deferred.set(t);
                     }
                 }
@@ -334,7 +348,7 @@ fn enqueue(w: &mut World, target: CpuId, d: FlushTlbRangeData, fx: &mut Effects)
     }
     fx.label(Label::DeferFlush {
         cpu: target,
-        asid: d.asid,
+        asid: user_asid(d.asid).unwrap_or(u16::MAX),
         overflow,
     });
     !overflow
@@ -385,5 +399,42 @@ pub fn local_tlb_flush_queue_drain(w: &mut World, cpu: CpuId, asid: u16, fx: &mu
     });
     for e in entries {
         local_flush_tlb_range_asid(w, cpu, e, fx);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use machine::tlb::TlbHit;
+
+    fn hit(pfn: machine::Pfn) -> TlbHit {
+        TlbHit {
+            pfn,
+            frame_gen: 0,
+            writable: true,
+            huge: false,
+            owner: 0,
+        }
+    }
+
+    /// A flush of user ASID 65535 (valid with 16-bit ASIDs) is a flush of
+    /// that ASID, not a kernel (`FLUSH_TLB_NO_ASID`) flush of every ASID.
+    #[test]
+    fn asid_65535_is_a_user_asid() {
+        let s = machine::Scenario::from_toml("[machine]\narch = \"riscv\"\ncpus = 2\n", "test")
+            .unwrap();
+        let mut w = World::new(&s).unwrap();
+        let va = 0x4000_0000;
+        w.cpus[0].tlb.fill(65535, va, hit(10));
+        w.cpus[0].tlb.fill(7, va, hit(11));
+        let d = FlushTlbRangeData {
+            asid: 65535,
+            start: va,
+            size: PAGE_SIZE,
+            stride: PAGE_SIZE,
+        };
+        local_flush_tlb_range_asid(&mut w, 0, d, &mut Effects::default());
+        assert!(w.cpus[0].tlb.lookup(65535, va).is_none());
+        assert!(w.cpus[0].tlb.lookup(7, va).is_some(), "ASID 7 kept");
     }
 }
