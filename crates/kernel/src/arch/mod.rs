@@ -16,15 +16,7 @@ pub fn tlb_flush(w: &mut World, task: TaskId, fx: &mut Effects) -> Flow {
     match w.cfg.arch {
         Arch::X86 => x86::tlb::tlb_flush(w, task),
         Arch::Arm64 => arm64::tlbflush::tlb_flush(w, task, fx),
-        Arch::Riscv => {
-            // asm-generic/tlb.h: tlb_flush → flush_tlb_range / flush_tlb_mm (fullmm).
-            let g = &w.tasks[task as usize].gather;
-            if !g.needs_flush() {
-                return Flow::Continue;
-            }
-            let (mm, start, end) = (g.mm, g.start, g.end);
-            riscv_flush_tlb_range(w, mm, start, end)
-        }
+        Arch::Riscv => riscv::tlbflush::tlb_flush(w, task),
     }
 }
 
@@ -139,7 +131,7 @@ pub fn ptep_set_access_flags(
 /// RISC-V `local_flush_tlb_page`: `sfence.vma va, asid` on this hart.
 fn riscv_local_flush_tlb_page(w: &mut World, cpu: CpuId, va: u64, fx: &mut Effects) {
     let asid = w.cpus[cpu as usize].tlbstate.loaded_mm_asid;
-    w.cpus[cpu as usize].tlb.flush_one(asid, va);
+    w.cpus[cpu as usize].tlb.flush_one_leaf(asid, va);
     w.counters.sfence_vma += 1;
     fx.cost(Cost::SfenceVma, 1);
     fx.label(Label::SfenceVma {

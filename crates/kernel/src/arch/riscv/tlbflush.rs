@@ -79,7 +79,8 @@ pub fn local_flush_tlb_range_asid(
         let mut a = d.start;
         for _ in 0..pages {
             match user_asid(d.asid) {
-                Some(asid) => w.cpus[c].tlb.flush_one(asid, a),
+                // sfence.vma va, asid: leaf entries only.
+                Some(asid) => w.cpus[c].tlb.flush_one_leaf(asid, a),
                 // local_flush_tlb_page: sfence.vma va (every ASID, globals too).
                 None => w.cpus[c].tlb.flush_va(a),
             }
@@ -106,6 +107,54 @@ pub fn local_flush_tlb_range_asid(
             all: true,
         });
     }
+}
+
+/// arch/riscv/include/asm/tlb.h: `tlb_flush`: `flush_tlb_mm` when the
+/// gather tore down the whole mm (`fullmm`, exit) or freed page tables (a
+/// per-address `sfence.vma` leaves non-leaf walk-cache entries), else
+/// `flush_tlb_mm_range` of what the gather covered.
+pub fn tlb_flush(w: &World, task: TaskId) -> Flow {
+    let g = &w.tasks[task as usize].gather;
+    if !g.needs_flush() {
+        return Flow::Continue;
+    }
+    let (mm, start, end) = if g.freed_tables {
+        (g.mm, 0, TLB_FLUSH_ALL)
+    } else {
+        (g.mm, g.start, g.end)
+    };
+    Flow::Call(Frame::RiscvFlushTlbRange(FlushTlbRange::new(
+        w,
+        Some(mm),
+        start,
+        end,
+    )))
+}
+
+/// kernel/exit.c → mm/mmap.c: `exit_mmap` → `tlb_finish_mmu` (`fullmm`) →
+/// `tlb_flush` → `flush_tlb_mm`: the last task of an mm flushes its ASID on
+/// every hart of `mm_cpumask` once, as it exits (the model keeps the pages
+/// and tables; only the flush is modelled). `None`: exit at once.
+pub fn exit_mmap(w: &mut World, task: TaskId) -> Option<Flow> {
+    let t = &w.tasks[task as usize];
+    let mm = t.mm;
+    if w.cfg.arch != machine::scenario::Arch::Riscv || t.us.sub != 0 || mm == crate::INIT_MM {
+        return None;
+    }
+    let shared = w
+        .tasks
+        .iter()
+        .any(|o| o.id != task && o.mm == mm && o.state != crate::world::TaskState::Exited);
+    if shared {
+        return None;
+    }
+    w.tasks[task as usize].us.sub = 1;
+    Some(Flow::Call(Frame::RiscvFlushTlbRange(FlushTlbRange::new(
+        w,
+        Some(mm),
+        0,
+        TLB_FLUSH_ALL,
+    ))))
 }
 
 /// `__ipi_flush_tlb_range_asid`: the IPI handler's work; with seed (d) it
@@ -436,5 +485,40 @@ mod tests {
         local_flush_tlb_range_asid(&mut w, 0, d, &mut Effects::default());
         assert!(w.cpus[0].tlb.lookup(65535, va).is_none());
         assert!(w.cpus[0].tlb.lookup(7, va).is_some(), "ASID 7 kept");
+    }
+
+    /// A gather that freed a page table flushes the whole ASID (asm/tlb.h:
+    /// `freed_tables` gives `flush_tlb_mm`), because a per-address
+    /// `sfence.vma` drops leaf entries only and keeps the walk cache.
+    /// (Before: a one-page range flush, and `sfence.vma va` dropped the
+    /// walk-cache entries too, so a missing non-leaf flush was invisible.)
+    #[test]
+    fn freed_tables_flush_the_whole_asid() {
+        let s = machine::Scenario::from_toml("[machine]\narch = \"riscv\"\ncpus = 2\n", "test")
+            .unwrap();
+        let mut w = World::new(&s).unwrap();
+        let mm = w.mm_alloc().unwrap();
+        let t = w.spawn(mm, 0, vec![], false);
+        let va = 0x4000_0000;
+        let g = &mut w.tasks[t as usize].gather;
+        g.tlb_gather_mmu(mm);
+        g.remove_table(7, va);
+        let mut fx = Effects::default();
+        match crate::arch::tlb_flush(&mut w, t, &mut fx) {
+            Flow::Call(Frame::RiscvFlushTlbRange(f)) => assert_eq!(f.d.size, TLB_FLUSH_ALL),
+            _ => panic!("tlb_flush did not call __flush_tlb_range"),
+        }
+        w.cpus[0].tlb.psc_fill(3, va, 7, 0);
+        let d = FlushTlbRangeData {
+            asid: 3,
+            start: va,
+            size: PAGE_SIZE,
+            stride: PAGE_SIZE,
+        };
+        local_flush_tlb_range_asid(&mut w, 0, d, &mut fx);
+        assert!(
+            w.cpus[0].tlb.psc_lookup(3, va).is_some(),
+            "sfence.vma va keeps non-leaf"
+        );
     }
 }
