@@ -7,7 +7,7 @@ pub mod x86;
 
 use crate::effects::{Effects, Label};
 use crate::world::{Flow, Frame, World};
-use crate::{MmId, TaskId, INIT_MM, TLB_FLUSH_ALL};
+use crate::{MmId, TaskId, TLB_FLUSH_ALL};
 use machine::scenario::Arch;
 use machine::{Cost, CpuId, Pfn, PAGE_SHIFT, PAGE_SIZE};
 
@@ -89,14 +89,12 @@ pub fn switch_mm(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) {
 }
 
 /// `enter_lazy_tlb`: x86 keeps the old mm loaded and marks the CPU lazy;
-/// arm64 and RISC-V have no lazy-TLB filtering (arm64 loads the reserved
-/// TTBR0 when it switches to `init_mm`; RISC-V keeps `satp`).
+/// arm64 and RISC-V have no lazy-TLB filtering (arm64 only updates the
+/// saved TTBR0; RISC-V keeps `satp`).
 pub fn enter_lazy_tlb(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     match w.cfg.arch {
         Arch::X86 => x86::tlb::enter_lazy_tlb(w, cpu, fx),
-        Arch::Arm64 => {
-            arm64::tlbflush::switch_mm(w, cpu, INIT_MM, fx);
-        }
+        Arch::Arm64 => arm64::tlbflush::enter_lazy_tlb(w, cpu, fx),
         Arch::Riscv => {}
     }
 }
@@ -119,7 +117,7 @@ pub fn ptep_set_access_flags(
     match w.cfg.arch {
         Arch::X86 => w.mem.write(table, idx, entry),
         Arch::Arm64 => {
-            arm64::fault::__ptep_set_access_flags(w, cpu, mm, table, idx, va, entry, fx);
+            arm64::fault::__ptep_set_access_flags(w, cpu, mm, table, idx, va, entry, true, fx);
         }
         Arch::Riscv => {
             w.mem.write(table, idx, entry);

@@ -193,6 +193,9 @@ pub fn switch_mm(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) -> boo
         return false;
     }
     let prev = w.cpus[c].tlbstate.loaded_mm;
+    if prev == next {
+        return false; // switch_mm: `if (prev != next) __switch_mm(next)`
+    }
     let (asid, flush) = crate::arch::asid::asid_for_switch(w, cpu, next, fx);
     if flush {
         w.cpus[c].tlb.flush_all();
@@ -211,6 +214,11 @@ pub fn switch_mm(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) -> boo
     });
     flush
 }
+
+/// arch/arm64/include/asm/mmu_context.h: `enter_lazy_tlb`: only
+/// `update_saved_ttbr0(tsk, &init_mm)` (software PAN's copy); TTBR0 keeps
+/// the previous mm's ASID, so a return to that mm switches nothing.
+pub fn enter_lazy_tlb(_w: &mut World, _cpu: CpuId, _fx: &mut Effects) {}
 
 #[cfg(test)]
 mod tests {
@@ -250,6 +258,22 @@ mod tests {
         __flush_tlb_range(&mut w, mm, 0, 1 << 30, PAGE_SIZE, true, &mut fx);
         assert_eq!(w.counters.tlbi_is - before, 1, "1 GiB: one range op");
         assert!(MAX_TLBI_RANGE_PAGES == 1 << 21);
+    }
+
+    /// `enter_lazy_tlb` leaves TTBR0 alone: idle and back to the same mm
+    /// is no switch at all. (Before: a switch to `init_mm` and back, two
+    /// TTBR0 writes.)
+    #[test]
+    fn lazy_and_back_to_the_same_mm_is_a_no_op() {
+        let (mut w, mm) = arm64_world();
+        w.mms[mm as usize].context_id = 0;
+        let mut fx = Effects::default();
+        crate::arch::switch_mm(&mut w, 0, mm, &mut fx);
+        assert_eq!(w.counters.cr3_writes, 1);
+        crate::arch::enter_lazy_tlb(&mut w, 0, &mut fx);
+        assert_eq!(w.cpus[0].tlbstate.loaded_mm, mm);
+        crate::arch::switch_mm(&mut w, 0, mm, &mut fx);
+        assert_eq!(w.counters.cr3_writes, 1);
     }
 
     /// `tlb_flush`: `last_level = !freed_tables`: a zap that freed no table
