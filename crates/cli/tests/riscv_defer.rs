@@ -244,3 +244,22 @@ fn sbi_rfence_defers_nothing() {
     assert_eq!(total(&r, "CAL"), 0);
     assert!(r.violations.is_empty());
 }
+
+/// The mask-clearing patch from the same thread (its own switch, on
+/// upstream without deferral): a hart that flushes an mm's whole ASID while
+/// the mm is not its `active_mm` leaves `mm_cpumask`, so later flushes of
+/// that mm skip it. mmapstress01's IPIs fall by more than half; harts that
+/// idle after a child keep it as `active_mm` and stay in its mask.
+#[test]
+fn mask_clearing_patch_cuts_ipis() {
+    let base = stress(&[]);
+    let c = stress(&["riscv.cpumask_clear_on_flush_all=true"]);
+    assert!(c.arch["cpumask_cleared"] > 0, "{:?}", c.arch);
+    assert!(
+        total(&c, "CAL") * 2 < total(&base, "CAL"),
+        "IPIs {} -> {}",
+        total(&base, "CAL"),
+        total(&c, "CAL")
+    );
+    assert!(c.violations.is_empty(), "{:?}", c.violations);
+}

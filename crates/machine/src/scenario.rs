@@ -342,6 +342,10 @@ pub struct RiscvCfg {
     /// UNSAFE: read `loaded_asid` before publishing the queued flush (no
     /// ordering against `switch_mm`'s store of `loaded_asid`).
     pub unordered_enqueue: bool,
+    /// Xu Lu's mask-clearing patch (Aug 2025, "riscv: mm: Clear cpu in
+    /// mm_cpumask after local_flush_tlb_all_asid"): a hart that flushes an
+    /// mm's whole ASID while not running it leaves the mm's `mm_cpumask`.
+    pub cpumask_clear_on_flush_all: bool,
 }
 
 impl Default for RiscvCfg {
@@ -355,6 +359,7 @@ impl Default for RiscvCfg {
             cpumask_clear_threshold: 0,
             defer_kernel_flush: false,
             unordered_enqueue: false,
+            cpumask_clear_on_flush_all: false,
         }
     }
 }
@@ -730,6 +735,11 @@ impl Scenario {
                 "riscv.unordered_enqueue",
                 "true | false",
                 "UNSAFE: loaded_asid read not ordered against the queued flush",
+            ),
+            (
+                "riscv.cpumask_clear_on_flush_all",
+                "true | false",
+                "mask-clearing patch: leave mm_cpumask after a whole-ASID flush",
             ),
             (
                 "x86.flush_tlb_info",

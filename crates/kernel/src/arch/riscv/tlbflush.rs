@@ -54,6 +54,8 @@ pub struct HartTlbState {
 /// `struct flush_tlb_range_data`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FlushTlbRangeData {
+    /// The mm (the mask-clearing patch passes it instead of the ASID).
+    pub mm: Option<MmId>,
     /// A user ASID, or `FLUSH_TLB_NO_ASID`.
     pub asid: u32,
     pub start: u64,
@@ -106,6 +108,7 @@ pub fn local_flush_tlb_range_asid(
             va: 0,
             all: true,
         });
+        clear_cpu_after_flush_all(w, cpu, d.mm, fx);
     }
 }
 
@@ -155,6 +158,23 @@ pub fn exit_mmap(w: &mut World, task: TaskId) -> Option<Flow> {
         0,
         TLB_FLUSH_ALL,
     ))))
+}
+
+/// The mask-clearing patch (`riscv.cpumask_clear_on_flush_all`): after
+/// `local_flush_tlb_all_asid`, `if (mm && mm != current->active_mm)
+/// cpumask_clear_cpu(cpu, mm_cpumask(mm))`: this hart holds nothing of the
+/// mm any more, and `switch_mm` sets the bit again before it runs the mm.
+/// A hart idle after the mm still has it as `active_mm` and stays.
+fn clear_cpu_after_flush_all(w: &mut World, cpu: CpuId, mm: Option<MmId>, fx: &mut Effects) {
+    let Some(mm) = mm else { return };
+    if !w.cfg.riscv.cpumask_clear_on_flush_all || w.cpus[cpu as usize].tlbstate.loaded_mm == mm {
+        return;
+    }
+    if w.mms[mm as usize].cpumask.test(cpu) {
+        w.mms[mm as usize].cpumask.clear(cpu);
+        fx.write(crate::world::layout::mm_cpumask(mm, cpu));
+        w.counters.cpumask_cleared += 1;
+    }
 }
 
 /// `__ipi_flush_tlb_range_asid`: the IPI handler's work; with seed (d) it
@@ -233,6 +253,7 @@ impl FlushTlbRange {
         FlushTlbRange {
             mm,
             d: FlushTlbRangeData {
+                mm,
                 asid,
                 start,
                 size,
@@ -477,6 +498,7 @@ mod tests {
         w.cpus[0].tlb.fill(65535, va, hit(10));
         w.cpus[0].tlb.fill(7, va, hit(11));
         let d = FlushTlbRangeData {
+            mm: None,
             asid: 65535,
             start: va,
             size: PAGE_SIZE,
@@ -510,6 +532,7 @@ mod tests {
         }
         w.cpus[0].tlb.psc_fill(3, va, 7, 0);
         let d = FlushTlbRangeData {
+            mm: None,
             asid: 3,
             start: va,
             size: PAGE_SIZE,
