@@ -257,7 +257,7 @@ mod tests {
         let before = w.counters.tlbi_is;
         __flush_tlb_range(&mut w, mm, 0, 1 << 30, PAGE_SIZE, true, &mut fx);
         assert_eq!(w.counters.tlbi_is - before, 1, "1 GiB: one range op");
-        assert!(MAX_TLBI_RANGE_PAGES == 1 << 21);
+        const { assert!(MAX_TLBI_RANGE_PAGES == 1 << 21) };
     }
 
     /// `enter_lazy_tlb` leaves TTBR0 alone: idle and back to the same mm
