@@ -425,6 +425,20 @@ pub const CATALOGUE: &[Config] = &[
         sym: &[],
         world: madvise_race,
     },
+    Config {
+        name: "riscv_defer_vs_switch_mask_clearing",
+        about: "RISC-V: the mask-clearing patch (leave mm_cpumask after a whole-ASID flush) with the seed's deferral, against a hart switching into the mm",
+        sets: &[
+            "machine.arch=riscv",
+            "machine.cpus=2",
+            "riscv.defer_flush_to_context_switch=true",
+            "riscv.cpumask_clear_on_flush_all=true",
+            "riscv.tlb_flush_all_threshold=0",
+        ],
+        expect_safe: true,
+        sym: &[],
+        world: defer_vs_switch,
+    },
 ];
 
 /// Look a check up by name.

@@ -159,13 +159,17 @@ pub fn default_max_memory() -> u64 {
 }
 
 /// Load the cost profile a run uses.
-/// Without a file, the bundled profile of the scenario's architecture.
+/// Without a file, the bundled profile of the scenario's architecture; a
+/// bundled profile's name (not a file) selects that profile.
 pub fn load_profile(
     path: Option<&str>,
     arch: machine::scenario::Arch,
 ) -> Result<CostProfile, Error> {
     match path {
         None => Ok(CostProfile::default_for(arch)),
+        Some(p) if !std::path::Path::new(p).exists() && CostProfile::bundled(p).is_some() => {
+            Ok(CostProfile::bundled(p).expect("checked"))
+        }
         Some(p) => {
             let text =
                 std::fs::read_to_string(p).map_err(|e| Error::Io(format!("profile {p}: {e}")))?;

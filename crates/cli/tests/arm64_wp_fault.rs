@@ -160,3 +160,16 @@ fn asid_rollover_is_safe() {
     s.set("arm64.asid_bits=3").unwrap();
     assert!(s.validate().is_err());
 }
+
+/// The baseline-fitted arm64 profile is chosen by name and differs from the
+/// N2 profile only in the fitted DVM prices (dearer broadcasts).
+#[test]
+fn baseline_fit_profile_loads_by_name() {
+    use machine::{scenario::Arch, Cost};
+    let fit = tlblab::load_profile(Some("arm64-n2-seed-baseline-fit"), Arch::Arm64).unwrap();
+    let n2 = tlblab::load_profile(None, Arch::Arm64).unwrap();
+    assert_eq!(fit.name, "arm64-n2-seed-baseline-fit");
+    assert!(fit.ns(Cost::DvmOpPerCore) > n2.ns(Cost::DvmOpPerCore));
+    assert!(fit.ns(Cost::DsbIsh) > n2.ns(Cost::DsbIsh));
+    assert!(tlblab::load_profile(Some("no-such-profile"), Arch::Arm64).is_err());
+}

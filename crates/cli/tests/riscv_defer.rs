@@ -22,6 +22,17 @@ fn remote_flush_by_ipi_or_sbi() {
     assert!(r.violations.is_empty() && s.violations.is_empty());
 }
 
+/// Every remote target a flush kept is IPI'd: it had the ASID loaded
+/// (running or idle after the mm) or its queue was full. An IPI to a hart
+/// whose `call_single_queue` is already non-empty is coalesced, so the CAL
+/// row may fall short of the targets by the few that coincide.
+fn assert_accounted(d: &sim::Report) {
+    let a = &d.arch;
+    let kept = a["defer_ipi_running"] + a["defer_ipi_loaded"] + a["deferred_overflows"];
+    let cal = total(d, "CAL");
+    assert!(cal <= kept && kept - cal <= kept / 100, "CAL {cal}: {a:?}");
+}
+
 /// The bundled mmapstress01: 64 harts, 20 children alive, 2000 forked.
 fn stress(extra: &[&str]) -> sim::Report {
     run(&scenario("mmapstress01", extra))
@@ -49,17 +60,14 @@ fn deferral_accounts_for_every_target() {
     let base = stress(&[]);
     let d = stress(&[DEFER]);
     let a = &d.arch;
-    assert_eq!(
-        total(&d, "CAL"),
-        a["defer_ipi_running"] + a["defer_ipi_loaded"],
-        "{a:?}"
-    );
+    assert_accounted(&d);
     assert!(
         a["deferred_flushes"] > 0 && a["deferred_applied"] > 0,
         "{a:?}"
     );
+    // Published: ~108k -> ~46k (-57%); here full queues still IPI.
     assert!(
-        total(&d, "CAL") * 2 < total(&base, "CAL"),
+        total(&d, "CAL") * 10 < total(&base, "CAL") * 6,
         "IPIs {} -> {}",
         total(&base, "CAL"),
         total(&d, "CAL")
@@ -142,16 +150,22 @@ fn deferred_kernel_flush_is_caught() {
             .find(|v| v.invariant == 7)
             .unwrap_or_else(|| panic!("seed {seed}: no invariant-7 violation"));
         assert!(v.what.contains("stale global TLB entry"), "{}", v.what);
-        assert_eq!(total(&r, "CAL"), 0, "every kernel flush was deferred");
+        assert!(
+            r.arch["deferred_flushes"] > 0,
+            "kernel flushes were deferred"
+        );
     }
 }
 
-/// The reviewers' question: lat_pagefault and lat_mmap do not regress.
+/// The reviewers' question: lat_pagefault does not flush remotely, so it
+/// is unchanged; lat_mmap defers nothing (its harts keep its ASID loaded)
+/// and pays only `should_ipi_flush`'s read of each target's `loaded_asid`
+/// line (a few percent, not more).
 #[test]
 fn lmbench_latencies_do_not_regress() {
-    for (sc, iters) in [
-        ("lat-pagefault", "workload.iterations=40"),
-        ("lat-mmap", "workload.iterations=3000"),
+    for (sc, iters, bound) in [
+        ("lat-pagefault", "workload.iterations=40", 1.001),
+        ("lat-mmap", "workload.iterations=3000", 1.05),
     ] {
         let base = run(&scenario(sc, &[iters]));
         let d = run(&scenario(sc, &[iters, DEFER]));
@@ -159,7 +173,7 @@ fn lmbench_latencies_do_not_regress() {
             base.main_op().unwrap().latency_ns.mean,
             d.main_op().unwrap().latency_ns.mean,
         );
-        assert!(n < b * 1.03, "{sc}: {b} -> {n} ns");
+        assert!(n < b * bound, "{sc}: {b} -> {n} ns");
         assert!(d.violations.is_empty());
     }
 }
@@ -182,4 +196,70 @@ fn asid_rollover_with_deferral_is_safe() {
         .contains("ASID allocator"));
     let noasid = stress(&["riscv.asid_bits=6"]);
     assert_eq!(noasid.arch["asid_rollovers"], 0);
+}
+
+/// `should_ipi_flush` reads `loaded_asid` before it enqueues: a hart with
+/// the ASID loaded is IPI'd and gets no queue entry. lat_mmap's one process
+/// leaves every hart it ran on with its ASID loaded, so nothing is queued,
+/// nothing overflows, and every target is IPI'd. (Before: every target was
+/// enqueued first; 4,053 overflows in this run.)
+#[test]
+fn loaded_targets_are_not_enqueued() {
+    let d = run(&scenario("lat-mmap", &["workload.iterations=3000", DEFER]));
+    let a = &d.arch;
+    assert_eq!(a["deferred_overflows"], 0, "{a:?}");
+    assert_eq!(a["deferred_applied"], 0, "{a:?}");
+    assert!(total(&d, "CAL") > 0);
+    assert_eq!(
+        total(&d, "CAL"),
+        a["defer_ipi_loaded"] + a["defer_ipi_running"]
+    );
+}
+
+/// `TLB_FLUSH_QUEUE_SIZE` = 16; a full queue sends the IPI now (no silent
+/// whole-ASID flush), and that IPI drains the target's whole queue: every
+/// queued entry is applied by a drain, at a switch or in an IPI.
+#[test]
+fn full_queue_sends_the_ipi_and_the_ipi_drains() {
+    assert_eq!(machine::Scenario::default().riscv.flush_queue_depth, 16);
+    let d = stress(&[DEFER, "riscv.flush_queue_depth=1"]);
+    let a = &d.arch;
+    assert!(a["deferred_overflows"] > 0, "{a:?}");
+    assert_accounted(&d);
+    assert!(a["defer_drains"] > 0 && a["deferred_applied"] >= a["defer_drains"]);
+    assert!(a["deferred_applied"] <= a["defer_enqueues"], "{a:?}");
+    assert!(d.violations.is_empty(), "{:?}", d.violations);
+}
+
+/// The SBI remote-fence branch of `__flush_tlb_range` comes before the
+/// seed's deferral and is unchanged by it: with `riscv.rfence=sbi` nothing
+/// is queued, every remote flush is one SBI call, and there are no IPIs.
+/// (Before: targets were enqueued and only the rest got the SBI fence.)
+#[test]
+fn sbi_rfence_defers_nothing() {
+    let r = stress(&[DEFER, "riscv.rfence=sbi"]);
+    let a = &r.arch;
+    assert_eq!(a["defer_enqueues"] + a["deferred_flushes"], 0, "{a:?}");
+    assert!(a["sbi_rfence"] > 0);
+    assert_eq!(total(&r, "CAL"), 0);
+    assert!(r.violations.is_empty());
+}
+
+/// The mask-clearing patch from the same thread (its own switch, on
+/// upstream without deferral): a hart that flushes an mm's whole ASID while
+/// the mm is not its `active_mm` leaves `mm_cpumask`, so later flushes of
+/// that mm skip it. mmapstress01's IPIs fall by more than half; harts that
+/// idle after a child keep it as `active_mm` and stay in its mask.
+#[test]
+fn mask_clearing_patch_cuts_ipis() {
+    let base = stress(&[]);
+    let c = stress(&["riscv.cpumask_clear_on_flush_all=true"]);
+    assert!(c.arch["cpumask_cleared"] > 0, "{:?}", c.arch);
+    assert!(
+        total(&c, "CAL") * 2 < total(&base, "CAL"),
+        "IPIs {} -> {}",
+        total(&base, "CAL"),
+        total(&c, "CAL")
+    );
+    assert!(c.violations.is_empty(), "{:?}", c.violations);
 }

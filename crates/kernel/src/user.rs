@@ -324,6 +324,9 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             Flow::Yield
         }
         UserOp::Exit => {
+            if let Some(flush) = crate::arch::riscv::tlbflush::exit_mmap(w, t) {
+                return flush;
+            }
             w.task_exit(cpu, t, fx);
             Flow::Yield
         }

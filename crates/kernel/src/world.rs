@@ -299,6 +299,10 @@ pub struct Counters {
     /// `huge_pmd_unshare` calls that left the table to its last user
     /// (`tlb->fully_unshared_tables`).
     pub pmd_fully_unshared: u64,
+    /// Seed (d): entries queued, and drains (`local_tlb_flush_queue_drain`)
+    /// at `switch_mm` or in a flush IPI.
+    pub defer_enqueues: u64,
+    pub defer_drains: u64,
 }
 
 impl PartialEq for Counters {

@@ -198,6 +198,14 @@ pub const DEFAULT_PROFILE: &str = include_str!("../profiles/x86-icelake.toml");
 pub const ARM64_PROFILE: &str = include_str!("../profiles/arm64-neoverse-n2.toml");
 /// The bundled RISC-V profile.
 pub const RISCV_PROFILE: &str = include_str!("../profiles/riscv-sg2042.toml");
+/// arm64 with the DVM prices fitted to the arm64 seed's baseline alone
+/// (flush functions 50.5% of cycles in usemem, 4 threads, 128 cores);
+/// chosen by name: `run --profile arm64-n2-seed-baseline-fit`.
+pub const ARM64_BASELINE_FIT_PROFILE: &str =
+    include_str!("../profiles/arm64-n2-seed-baseline-fit.toml");
+/// Bundled profiles that no architecture uses by default, by name.
+pub const EXTRA_PROFILES: &[(&str, &str)] =
+    &[("arm64-n2-seed-baseline-fit", ARM64_BASELINE_FIT_PROFILE)];
 
 impl CostProfile {
     /// Parse a profile; every class must be priced exactly once.
@@ -251,6 +259,14 @@ impl CostProfile {
             crate::scenario::Arch::Riscv => (RISCV_PROFILE, "bundled riscv profile"),
         };
         Self::from_toml(text, origin).expect("bundled profile parses")
+    }
+
+    /// A bundled profile that is no architecture's default, by its name.
+    pub fn bundled(name: &str) -> Option<Self> {
+        EXTRA_PROFILES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(n, text)| Self::from_toml(text, n).expect("bundled profile parses"))
     }
 
     /// Nanoseconds for one occurrence of `c`.
@@ -327,6 +343,21 @@ mod tests {
                     c.name()
                 );
             }
+        }
+    }
+
+    /// The extra bundled profiles load by name, price every class with a
+    /// source, and the arm64 baseline fit differs from the N2 profile only
+    /// in the DVM prices it fits.
+    #[test]
+    fn extra_bundled_profiles_load_by_name() {
+        assert!(CostProfile::bundled("no-such-profile").is_none());
+        let fit = CostProfile::bundled("arm64-n2-seed-baseline-fit").unwrap();
+        let n2 = CostProfile::default_for(crate::scenario::Arch::Arm64);
+        for c in Cost::ALL {
+            assert!(fit.source(*c).len() > 10, "{}", c.name());
+            let fitted = matches!(c, Cost::DvmOpPerCore | Cost::DsbIsh);
+            assert_eq!(fit.ns(*c) != n2.ns(*c), fitted, "{}", c.name());
         }
     }
 

@@ -342,6 +342,10 @@ pub struct RiscvCfg {
     /// UNSAFE: read `loaded_asid` before publishing the queued flush (no
     /// ordering against `switch_mm`'s store of `loaded_asid`).
     pub unordered_enqueue: bool,
+    /// Xu Lu's mask-clearing patch (Aug 2025, "riscv: mm: Clear cpu in
+    /// mm_cpumask after local_flush_tlb_all_asid"): a hart that flushes an
+    /// mm's whole ASID while not running it leaves the mm's `mm_cpumask`.
+    pub cpumask_clear_on_flush_all: bool,
 }
 
 impl Default for RiscvCfg {
@@ -351,10 +355,11 @@ impl Default for RiscvCfg {
             tlb_flush_all_threshold: 64,
             asid_bits: 16,
             defer_flush_to_context_switch: false,
-            flush_queue_depth: 8,
+            flush_queue_depth: 16,
             cpumask_clear_threshold: 0,
             defer_kernel_flush: false,
             unordered_enqueue: false,
+            cpumask_clear_on_flush_all: false,
         }
     }
 }
@@ -755,7 +760,7 @@ impl Scenario {
                 "true | false",
                 "seed riscv-defer-flush: queue flushes for harts not running the mm",
             ),
-            ("riscv.flush_queue_depth", "entries (8)", "deferred queue depth; overflow flushes the ASID"),
+            ("riscv.flush_queue_depth", "entries (16)", "deferred queue depth (TLB_FLUSH_QUEUE_SIZE); full: IPI now"),
             (
                 "riscv.cpumask_clear_threshold",
                 "switches (0 = never)",
@@ -768,6 +773,11 @@ impl Scenario {
                 "riscv.unordered_enqueue",
                 "true | false",
                 "UNSAFE: loaded_asid read not ordered against the queued flush",
+            ),
+            (
+                "riscv.cpumask_clear_on_flush_all",
+                "true | false",
+                "mask-clearing patch: leave mm_cpumask after a whole-ASID flush",
             ),
             (
                 "x86.flush_tlb_info",

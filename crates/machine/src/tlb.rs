@@ -316,6 +316,24 @@ impl Tlb {
         Self::bump(&mut self.psc_epochs, asid);
     }
 
+    /// RISC-V `sfence.vma va, asid`: drop the leaf translations of `va` in
+    /// `asid` only; the spec lets non-leaf (walk-cache) entries survive, so
+    /// a freed page table needs a whole-ASID `sfence.vma`.
+    pub fn flush_one_leaf(&mut self, asid: u16, va: u64) {
+        for huge in [false, true] {
+            if huge && !self.any_huge {
+                break;
+            }
+            let tag = Self::tag(va, huge);
+            for i in self.set_of(tag) {
+                let e = &mut self.entries[i];
+                if e.tag == tag && e.asid == asid {
+                    e.flags = 0;
+                }
+            }
+        }
+    }
+
     /// Drop the translations of `va` under every ASID, global ones included
     /// (RISC-V `sfence.vma va, x0`; kernel mappings are global).
     pub fn flush_va(&mut self, va: u64) {

@@ -167,6 +167,8 @@ impl Report {
             ("cpumask_cleared", c.cpumask_cleared),
             ("defer_ipi_running", c.defer_ipi_running),
             ("defer_ipi_loaded", c.defer_ipi_loaded),
+            ("defer_enqueues", c.defer_enqueues),
+            ("defer_drains", c.defer_drains),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))

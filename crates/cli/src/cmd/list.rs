@@ -45,6 +45,10 @@ pub fn main() -> Result<u8, Error> {
     for p in &ps {
         println!("  {:<20} {}", p.name, p.description);
     }
+    for (n, _) in machine::cost::EXTRA_PROFILES {
+        let p = CostProfile::bundled(n).expect("bundled");
+        println!("  {:<20} {} (--profile {n})", p.name, p.description);
+    }
     println!(
         "\n  {:<24} {:>9} {:>9} {:>9}  x86 source",
         "cost (ns)", "x86", "arm64", "riscv"

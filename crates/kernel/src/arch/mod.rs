@@ -7,7 +7,7 @@ pub mod x86;
 
 use crate::effects::{Effects, Label};
 use crate::world::{Flow, Frame, World};
-use crate::{MmId, TaskId, INIT_MM, TLB_FLUSH_ALL};
+use crate::{MmId, TaskId, TLB_FLUSH_ALL};
 use machine::scenario::Arch;
 use machine::{Cost, CpuId, Pfn, PAGE_SHIFT, PAGE_SIZE};
 
@@ -16,15 +16,7 @@ pub fn tlb_flush(w: &mut World, task: TaskId, fx: &mut Effects) -> Flow {
     match w.cfg.arch {
         Arch::X86 => x86::tlb::tlb_flush(w, task),
         Arch::Arm64 => arm64::tlbflush::tlb_flush(w, task, fx),
-        Arch::Riscv => {
-            // asm-generic/tlb.h: tlb_flush → flush_tlb_range / flush_tlb_mm (fullmm).
-            let g = &w.tasks[task as usize].gather;
-            if !g.needs_flush() {
-                return Flow::Continue;
-            }
-            let (mm, start, end) = (g.mm, g.start, g.end);
-            riscv_flush_tlb_range(w, mm, start, end)
-        }
+        Arch::Riscv => riscv::tlbflush::tlb_flush(w, task),
     }
 }
 
@@ -101,14 +93,12 @@ pub fn switch_mm(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) {
 }
 
 /// `enter_lazy_tlb`: x86 keeps the old mm loaded and marks the CPU lazy;
-/// arm64 and RISC-V have no lazy-TLB filtering (arm64 loads the reserved
-/// TTBR0 when it switches to `init_mm`; RISC-V keeps `satp`).
+/// arm64 and RISC-V have no lazy-TLB filtering (arm64 only updates the
+/// saved TTBR0; RISC-V keeps `satp`).
 pub fn enter_lazy_tlb(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     match w.cfg.arch {
         Arch::X86 => x86::tlb::enter_lazy_tlb(w, cpu, fx),
-        Arch::Arm64 => {
-            arm64::tlbflush::switch_mm(w, cpu, INIT_MM, fx);
-        }
+        Arch::Arm64 => arm64::tlbflush::enter_lazy_tlb(w, cpu, fx),
         Arch::Riscv => {}
     }
 }
@@ -131,7 +121,7 @@ pub fn ptep_set_access_flags(
     match w.cfg.arch {
         Arch::X86 => w.mem.write(table, idx, entry),
         Arch::Arm64 => {
-            arm64::fault::__ptep_set_access_flags(w, cpu, mm, table, idx, va, entry, fx);
+            arm64::fault::__ptep_set_access_flags(w, cpu, mm, table, idx, va, entry, true, fx);
         }
         Arch::Riscv => {
             w.mem.write(table, idx, entry);
@@ -143,7 +133,7 @@ pub fn ptep_set_access_flags(
 /// RISC-V `local_flush_tlb_page`: `sfence.vma va, asid` on this hart.
 fn riscv_local_flush_tlb_page(w: &mut World, cpu: CpuId, va: u64, fx: &mut Effects) {
     let asid = w.cpus[cpu as usize].tlbstate.loaded_mm_asid;
-    w.cpus[cpu as usize].tlb.flush_one(asid, va);
+    w.cpus[cpu as usize].tlb.flush_one_leaf(asid, va);
     w.counters.sfence_vma += 1;
     fx.cost(Cost::SfenceVma, 1);
     fx.label(Label::SfenceVma {

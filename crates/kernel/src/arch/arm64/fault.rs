@@ -11,9 +11,10 @@ use machine::{CpuId, Pfn};
 
 /// arch/arm64/mm/fault.c: `__ptep_set_access_flags`: install the more
 /// permissive `entry`; if it changed the PTE, invalidate the stale read-only
-/// entry: upstream by broadcast (`flush_tlb_page`), with the seed only on
-/// this CPU (`local_flush_tlb_page`): other CPUs that cached the read-only
-/// entry take a spurious fault. Returns whether the PTE changed.
+/// entry (only when `dirty`, a write: a young-only update needs no flush):
+/// upstream by broadcast (`flush_tlb_page`), with the seed only on this CPU
+/// (`local_flush_tlb_page`): other CPUs that cached the read-only entry
+/// take a spurious fault. Returns whether the PTE changed.
 #[allow(clippy::too_many_arguments)]
 pub fn __ptep_set_access_flags(
     w: &mut World,
@@ -23,6 +24,7 @@ pub fn __ptep_set_access_flags(
     idx: usize,
     va: u64,
     entry: u64,
+    dirty: bool,
     fx: &mut Effects,
 ) -> bool {
     let old = w.mem.read(table, idx).unwrap_or(0);
@@ -30,6 +32,9 @@ pub fn __ptep_set_access_flags(
         return false;
     }
     w.mem.write(table, idx, entry);
+    if !dirty {
+        return true;
+    }
     match w.cfg.arm64.wp_reuse_flush {
         WpReuseFlush::Broadcast => flush_tlb_page(w, mm, va, fx),
         WpReuseFlush::Local => local_flush_tlb_page(w, cpu, mm, va, fx),

@@ -13,9 +13,13 @@ use crate::world::{Flow, World};
 use crate::{MmId, TaskId, INIT_MM};
 use machine::{Cost, CpuId, PAGE_SHIFT, PAGE_SIZE};
 
-/// `MAX_DVM_OPS` (= `PTRS_PER_PTE`): more page invalidations than this and
-/// `__flush_tlb_range` invalidates the whole ASID instead.
+/// `MAX_DVM_OPS` (= `PTRS_PER_PTE`): without FEAT_TLBIRANGE a range of
+/// this many strides or more is invalidated as the whole ASID instead.
 pub const MAX_DVM_OPS: u64 = 512;
+
+/// `MAX_TLBI_RANGE_PAGES` = `__TLBI_RANGE_PAGES(31, 3)`: the most one range
+/// TLBI sequence covers; beyond it, the whole ASID.
+pub const MAX_TLBI_RANGE_PAGES: u64 = 32 << (5 * 3 + 1);
 
 /// The hardware ASID `mm` runs under now (0 if it has none yet).
 fn asid_of(w: &World, mm: MmId) -> u16 {
@@ -23,15 +27,20 @@ fn asid_of(w: &World, mm: MmId) -> u16 {
 }
 
 /// Apply a broadcast invalidation to every core's TLB (what the hardware
-/// does between the TLBIs and the completing `DSB ISH`).
-fn tlbi_is_all_cpus(w: &mut World, asid: u16, range: Option<(u64, u64, u64)>) {
+/// does between the TLBIs and the completing `DSB ISH`). `TLBI VALE1IS`
+/// (`last_level`) drops leaf entries only; `TLBI VAE1IS` the walk cache too.
+fn tlbi_is_all_cpus(w: &mut World, asid: u16, range: Option<(u64, u64, u64)>, last_level: bool) {
     for c in w.cpus.iter_mut() {
         match range {
             None => c.tlb.flush_asid(asid),
             Some((start, end, stride)) => {
                 let mut a = start;
                 while a < end {
-                    c.tlb.flush_one(asid, a);
+                    if last_level {
+                        c.tlb.flush_one_leaf(asid, a);
+                    } else {
+                        c.tlb.flush_one(asid, a);
+                    }
                     a += stride;
                 }
             }
@@ -45,7 +54,7 @@ pub fn flush_tlb_mm(w: &mut World, mm: MmId, fx: &mut Effects) {
     if w.mms[mm as usize].context_id == 0 {
         return; // never ran: no TLB can hold its entries
     }
-    tlbi_is_all_cpus(w, asid, None);
+    tlbi_is_all_cpus(w, asid, None, false);
     fx.cost(Cost::TlbiIs, 1);
     fx.dvm(1);
     w.counters.tlbi_is += 1;
@@ -60,7 +69,7 @@ pub fn flush_tlb_mm(w: &mut World, mm: MmId, fx: &mut Effects) {
 
 /// `flush_tlb_page`: `TLBI VALE1IS` of one page + `DSB ISH`.
 pub fn flush_tlb_page(w: &mut World, mm: MmId, va: u64, fx: &mut Effects) {
-    __flush_tlb_range(w, mm, va, va + PAGE_SIZE, PAGE_SIZE, fx);
+    __flush_tlb_range(w, mm, va, va + PAGE_SIZE, PAGE_SIZE, true, fx);
 }
 
 /// `__flush_tlb_range_op`: how many TLBI instructions cover `pages` pages,
@@ -97,29 +106,33 @@ pub fn tlbi_ops(pages: u64, range_tlbi: bool) -> u64 {
     ops
 }
 
-/// `__flush_tlb_range(vma, start, end, stride, last_level, tlb_level)`:
-/// per-page (or range) `TLBI VALE1IS`, or `TLBI ASIDE1IS` for the whole ASID
-/// when that would take more than `MAX_DVM_OPS` operations; then `DSB ISH`.
+/// `__flush_tlb_range(vma, start, end, stride, last_level, tlb_level)`
+/// (v6.10+, `__flush_tlb_range_nosync`): `TLBI ASIDE1IS` for the whole ASID
+/// when `end - start >= MAX_DVM_OPS * stride` without FEAT_TLBIRANGE, or
+/// more than `MAX_TLBI_RANGE_PAGES` pages with it; else per-stride (or
+/// range) `TLBI VALE1IS` (`VAE1IS` unless `last_level`); then `DSB ISH`.
 pub fn __flush_tlb_range(
     w: &mut World,
     mm: MmId,
     start: u64,
     end: u64,
     stride: u64,
+    last_level: bool,
     fx: &mut Effects,
 ) {
-    let pages = (end - start).div_ceil(stride);
+    let pages = (end - start) >> PAGE_SHIFT;
     let range = w.cfg.arm64.range_tlbi;
-    let ops = tlbi_ops(pages, range);
-    if (!range && pages > MAX_DVM_OPS) || (range && ops > MAX_DVM_OPS) {
+    if (!range && end - start >= MAX_DVM_OPS * stride) || (range && pages > MAX_TLBI_RANGE_PAGES) {
         flush_tlb_mm(w, mm, fx);
         return;
     }
     if w.mms[mm as usize].context_id == 0 {
         return;
     }
+    let pages = (end - start).div_ceil(stride);
+    let ops = tlbi_ops(pages, range);
     let asid = asid_of(w, mm);
-    tlbi_is_all_cpus(w, asid, Some((start, end, stride)));
+    tlbi_is_all_cpus(w, asid, Some((start, end, stride)), last_level);
     fx.cost(Cost::TlbiIs, ops as u32);
     fx.dvm(ops as u32);
     w.counters.tlbi_is += ops;
@@ -143,18 +156,27 @@ pub fn local_flush_tlb_page(w: &mut World, cpu: CpuId, mm: MmId, va: u64, fx: &m
     fx.label(Label::TlbiLocal { asid, va });
 }
 
-/// arch/arm64/include/asm/tlb.h: `tlb_flush`: tearing down a whole mm only
-/// needs the walk cache invalidated (the ASID allocator flushes before any
-/// reuse); otherwise `__flush_tlb_range` of what the gather covered,
-/// leaf-only unless tables were freed. No IPIs, so nothing to wait for.
+/// arch/arm64/include/asm/tlb.h: `tlb_flush`: `__flush_tlb_range` of what
+/// the gather covered with `last_level = !freed_tables` and the stride of
+/// `tlb_get_unmap_size` (2 MiB if only huge PMDs were cleared). No IPIs,
+/// so nothing to wait for. (`fullmm`, exit: flush the mm only if tables
+/// were freed; the model's exec teardown is an ordinary unmap.)
 pub fn tlb_flush(w: &mut World, task: TaskId, fx: &mut Effects) -> Flow {
     let g = &w.tasks[task as usize].gather;
     if !g.needs_flush() {
         return Flow::Continue;
     }
     let (mm, start, end) = (g.mm, g.start, g.end);
-    __flush_tlb_range(w, mm, start, end, 1 << PAGE_SHIFT, fx);
+    let last_level = !g.freed_tables;
+    let stride = tlb_get_unmap_size(w, task);
+    __flush_tlb_range(w, mm, start, end, stride, last_level, fx);
     Flow::Yield
+}
+
+/// include/asm-generic/tlb.h: `tlb_get_unmap_size`: the gather's smallest
+/// cleared size; the model's gathers on arm64 clear PTEs only (4 KiB).
+fn tlb_get_unmap_size(_w: &World, _task: TaskId) -> u64 {
+    PAGE_SIZE
 }
 
 /// arch/arm64/include/asm/mmu_context.h: `switch_mm` → `__switch_mm` →
@@ -171,6 +193,9 @@ pub fn switch_mm(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) -> boo
         return false;
     }
     let prev = w.cpus[c].tlbstate.loaded_mm;
+    if prev == next {
+        return false; // switch_mm: `if (prev != next) __switch_mm(next)`
+    }
     let (asid, flush) = crate::arch::asid::asid_for_switch(w, cpu, next, fx);
     if flush {
         w.cpus[c].tlb.flush_all();
@@ -190,9 +215,93 @@ pub fn switch_mm(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) -> boo
     flush
 }
 
+/// arch/arm64/include/asm/mmu_context.h: `enter_lazy_tlb`: only
+/// `update_saved_ttbr0(tsk, &init_mm)` (software PAN's copy); TTBR0 keeps
+/// the previous mm's ASID, so a return to that mm switches nothing.
+pub fn enter_lazy_tlb(_w: &mut World, _cpu: CpuId, _fx: &mut Effects) {}
+
 #[cfg(test)]
 mod tests {
-    use super::tlbi_ops;
+    use super::*;
+
+    fn arm64_world() -> (World, MmId) {
+        let s = machine::Scenario::from_toml("[machine]\narch = \"arm64\"\ncpus = 2\n", "test")
+            .unwrap();
+        let mut w = World::new(&s).unwrap();
+        let mm = w.mm_alloc().unwrap();
+        w.mms[mm as usize].context_id = (1 << 16) | 5;
+        (w, mm)
+    }
+
+    /// Without FEAT_TLBIRANGE a range of `MAX_DVM_OPS` strides (2 MiB) or
+    /// more is one `TLBI ASIDE1IS`; with it, only past
+    /// `MAX_TLBI_RANGE_PAGES`. (Before: 512 `TLBI VALE1IS` for 2 MiB, and
+    /// range TLBIs fell back on the op count.)
+    #[test]
+    fn two_mib_is_one_aside1is() {
+        let (mut w, mm) = arm64_world();
+        let mut fx = Effects::default();
+        __flush_tlb_range(&mut w, mm, 0, 2 << 20, PAGE_SIZE, true, &mut fx);
+        assert_eq!(w.counters.tlbi_is, 1);
+        __flush_tlb_range(
+            &mut w,
+            mm,
+            0,
+            (2 << 20) - PAGE_SIZE,
+            PAGE_SIZE,
+            true,
+            &mut fx,
+        );
+        assert_eq!(w.counters.tlbi_is, 1 + 511);
+        w.cfg.arm64.range_tlbi = true;
+        let before = w.counters.tlbi_is;
+        __flush_tlb_range(&mut w, mm, 0, 1 << 30, PAGE_SIZE, true, &mut fx);
+        assert_eq!(w.counters.tlbi_is - before, 1, "1 GiB: one range op");
+        const { assert!(MAX_TLBI_RANGE_PAGES == 1 << 21) };
+    }
+
+    /// `enter_lazy_tlb` leaves TTBR0 alone: idle and back to the same mm
+    /// is no switch at all. (Before: a switch to `init_mm` and back, two
+    /// TTBR0 writes.)
+    #[test]
+    fn lazy_and_back_to_the_same_mm_is_a_no_op() {
+        let (mut w, mm) = arm64_world();
+        w.mms[mm as usize].context_id = 0;
+        let mut fx = Effects::default();
+        crate::arch::switch_mm(&mut w, 0, mm, &mut fx);
+        assert_eq!(w.counters.cr3_writes, 1);
+        crate::arch::enter_lazy_tlb(&mut w, 0, &mut fx);
+        assert_eq!(w.cpus[0].tlbstate.loaded_mm, mm);
+        crate::arch::switch_mm(&mut w, 0, mm, &mut fx);
+        assert_eq!(w.counters.cr3_writes, 1);
+    }
+
+    /// `tlb_flush`: `last_level = !freed_tables`: a zap that freed no table
+    /// (`TLBI VALE1IS`) leaves other CPUs' walk caches; one that freed a
+    /// table (`TLBI VAE1IS`) drops them. (Before: every range TLBI dropped
+    /// the walk cache, so a missing non-leaf invalidation was invisible.)
+    #[test]
+    fn last_level_unless_tables_were_freed() {
+        let (mut w, mm) = arm64_world();
+        let t = w.spawn(mm, 0, vec![], false);
+        let va = 0x4000_0000;
+        let mut fx = Effects::default();
+        for freed in [false, true] {
+            w.cpus[1].tlb.psc_fill(5, va, 9, 0);
+            let g = &mut w.tasks[t as usize].gather;
+            g.tlb_gather_mmu(mm);
+            g.remove_page(11, va);
+            if freed {
+                g.remove_table(9, va);
+            }
+            tlb_flush(&mut w, t, &mut fx);
+            assert_eq!(
+                w.cpus[1].tlb.psc_lookup(5, va).is_some(),
+                !freed,
+                "freed {freed}"
+            );
+        }
+    }
 
     /// `__flush_tlb_range_op`'s encoding: (num + 1) << (5 * scale + 1) pages
     /// per range op, a single-page op for an odd page.

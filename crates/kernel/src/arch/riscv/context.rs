@@ -2,7 +2,7 @@
 //! with seed (d)'s `loaded_asid`, deferred flushes and the optional
 //! `mm_cpumask` clearing.
 
-use crate::arch::riscv::tlbflush::apply_deferred;
+use crate::arch::riscv::tlbflush::local_tlb_flush_queue_drain;
 use crate::effects::{Effects, Label};
 use crate::world::World;
 use crate::{MmId, INIT_MM};
@@ -62,8 +62,8 @@ fn set_mm_asid(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) -> bool 
     if w.cfg.riscv.defer_flush_to_context_switch {
         w.cpus[c].riscv.loaded_asid = asid;
         fx.write(crate::world::layout::cpu_tlbstate(cpu));
-        fx.cost(Cost::AtomicOp, 1); // smp_mb()
-        apply_deferred(w, cpu, asid, fx);
+        fx.cost(Cost::AtomicOp, 1); // fence w,r: pairs with should_ipi_flush's
+        local_tlb_flush_queue_drain(w, cpu, asid, fx);
     }
     flush
 }
@@ -105,9 +105,7 @@ fn trim_recent(w: &mut World, cpu: CpuId, prev: MmId, next: MmId, fx: &mut Effec
         // Drop the mm's entries (and anything queued for it), then leave the mask.
         if id != 0 {
             w.cpus[c].tlb.flush_asid(asid);
-            let h = &mut w.cpus[c].riscv;
-            h.queue.retain(|e| e.asid != asid);
-            h.flush_all.retain(|&a| a != asid);
+            w.cpus[c].riscv.queue.retain(|e| e.asid != u32::from(asid));
             fx.cost(Cost::SfenceVmaAsid, 1);
             w.counters.sfence_vma += 1;
         }
