@@ -105,6 +105,10 @@ enum Cmd {
         symmetry: String,
         #[arg(long)]
         json: bool,
+        /// Worker threads of the exploration (0: one per core). Verdicts,
+        /// counts and counterexamples do not depend on it.
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
     },
     /// Run the real workload on this host's kernel (threads pinned, /proc/interrupts deltas).
     Bench {
@@ -171,7 +175,29 @@ enum Cmd {
         #[arg(long, default_value_t = 20000)]
         iterations: u64,
     },
+    /// Throughput of the simulator (every bundled scenario) and the checker,
+    /// each next to a bare baseline measured in the same run.
+    Speed {
+        /// Scenarios to simulate (default: every bundled one).
+        names: Vec<String>,
+        /// Checks to explore with symmetry off (repeatable).
+        #[arg(long = "check", default_values_t = ["x86_madvise_race_4cpu".to_string()])]
+        checks: Vec<String>,
+        /// Skip the checker.
+        #[arg(long)]
+        no_check: bool,
+        /// Checker threads (0: one per core).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        #[arg(long)]
+        json: bool,
+    },
 }
+
+/// mimalloc for small blocks, the system allocator for large ones (see
+/// `tlblab::speed::SplitAlloc`).
+#[global_allocator]
+static GLOBAL: tlblab::speed::SplitAlloc = tlblab::speed::SplitAlloc;
 
 fn main() -> ExitCode {
     // Like other Unix tools, end quietly when the reader of our output goes
@@ -444,7 +470,9 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
             max_states,
             symmetry,
             json,
+            threads,
         } => {
+            check::set_threads(threads);
             let bounds = check::Bounds {
                 max_depth,
                 max_states,
@@ -725,6 +753,17 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
             print!("{tables}");
             let path = tlblab::demo::write_report("target/tlblab-report", &tables, &figs)?;
             println!("\nreport: {path}");
+        }
+        Cmd::Speed {
+            names,
+            checks,
+            no_check,
+            threads,
+            json,
+        } => {
+            check::set_threads(threads);
+            let checks = if no_check { Vec::new() } else { checks };
+            tlblab::speed::speed(&names, &checks, json)?;
         }
     }
     Ok(0)
