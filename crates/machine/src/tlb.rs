@@ -94,6 +94,12 @@ struct Shared {
     data: TlbData,
     /// Hash of `data` (never 0), or 0 until computed since the last change.
     digest: AtomicU64,
+    /// Bit `asid % 64` is set once a translation of `asid` was filled: a
+    /// flush of one address in an ASID whose bit is clear has no entry to
+    /// drop (a broadcast TLBI reaches every CPU, most of which never ran
+    /// the mm). A hint about the past, not part of the state: not compared
+    /// or hashed.
+    filled: u64,
 }
 
 impl Clone for Shared {
@@ -101,6 +107,7 @@ impl Clone for Shared {
         Shared {
             data: self.data.clone(),
             digest: AtomicU64::new(self.digest.load(Ordering::Relaxed)),
+            filled: self.filled,
         }
     }
 }
@@ -133,6 +140,7 @@ impl Tlb {
             s: Arc::new(Shared {
                 data: TlbData::new(entries, ways, psc_entries),
                 digest: AtomicU64::new(0),
+                filled: 0,
             }),
         }
     }
@@ -142,12 +150,30 @@ impl Tlb {
         &self.s.data
     }
 
+    /// The shared part, unshared first if a clone shares it; its digest
+    /// is dropped (the caller changes the contents).
+    #[inline]
+    fn shared_mut(&mut self) -> &mut Shared {
+        let s = if Arc::strong_count(&self.s) == 1 && Arc::weak_count(&self.s) == 0 {
+            // SAFETY: this is the only Arc and no Weak exists (none is
+            // ever made), and `&mut self` keeps it so while the borrow
+            // lives: nothing else can reach the value. (`Arc::make_mut`
+            // would do the same after an atomic compare-exchange, which
+            // the simulator paid on every TLB access.) The fence orders
+            // this after the last use by a clone dropped on another thread.
+            std::sync::atomic::fence(Ordering::Acquire);
+            unsafe { &mut *(Arc::as_ptr(&self.s) as *mut Shared) }
+        } else {
+            Arc::make_mut(&mut self.s)
+        };
+        *s.digest.get_mut() = 0;
+        s
+    }
+
     /// The contents, unshared first if a clone shares them.
     #[inline]
     fn m(&mut self) -> &mut TlbData {
-        let s = Arc::make_mut(&mut self.s);
-        *s.digest.get_mut() = 0;
-        &mut s.data
+        &mut self.shared_mut().data
     }
 
     /// Look `va` up for `asid`, 4 KiB first, then 2 MiB. Updates LRU.
@@ -159,7 +185,9 @@ impl Tlb {
 
     /// Cache a translation (a TLB fill after a page walk).
     pub fn fill(&mut self, asid: u16, va: u64, hit: TlbHit) {
-        self.m().fill(asid, va, hit)
+        let s = self.shared_mut();
+        s.filled |= 1 << (asid % 64);
+        s.data.fill(asid, va, hit)
     }
 
     /// Look up the PTE table that maps `va`'s 2 MiB region.
@@ -186,7 +214,11 @@ impl Tlb {
     /// of `va` in `asid`, and (as INVLPG does) every paging-structure-cache
     /// entry of that ASID.
     pub fn flush_one(&mut self, asid: u16, va: u64) {
-        self.m().flush_one(asid, va)
+        if self.s.filled & (1 << (asid % 64)) == 0 {
+            TlbData::bump(&mut self.m().psc_epochs, asid);
+        } else {
+            self.m().flush_one(asid, va)
+        }
     }
 
     /// Drop the translations of `va` under every ASID, global ones included
