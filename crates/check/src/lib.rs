@@ -23,6 +23,23 @@
 //! indices still replay from the initial world. `--symmetry off` turns it
 //! off. No partial-order reduction is done.
 //!
+//! Exploration: level-synchronous breadth-first search. Each level's
+//! states are expanded in chunks of 2048 parents by a rayon pool (one
+//! thread per core; `tlblab check --threads 1` or [`set_threads`] for one),
+//! each worker cloning and stepping a parent per enabled choice and
+//! fingerprinting the successor once; the results are then merged into the
+//! seen-set on one thread in frontier order (parent, then choice), which
+//! is the order of the sequential FIFO search. So verdicts, state and
+//! transition counts and the (shortest) counterexample are the same for
+//! any number of threads: the first violation in that order wins. The
+//! seen-set holds 64-bit fingerprints only; node `i` of the search tree
+//! keeps its parent and choice (8 bytes) for the counterexample path.
+//! Worlds are kept for the frontier only; successors already seen are
+//! dropped by the worker that made them, and a parent's last successor
+//! reuses the parent instead of a clone. Page-table pages and TLBs are
+//! shared copy-on-write between a world and its clones, with their hashes
+//! kept (tables) or cached (TLBs), so a step pays for what it changed.
+//!
 //! Why not stateright: its `Model` owns states and clones one per action,
 //! which we also do, but its checkers want `actions`/`next_state` on a model
 //! type separate from the state, and its fingerprinting and path storage
@@ -34,10 +51,11 @@ pub mod configs;
 use kernel::world::StepKind;
 use kernel::{Effects, World};
 use machine::CpuId;
+use rayon::prelude::*;
 use rustc_hash::{FxHashSet, FxHasher};
 use serde::Serialize;
-use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// Exploration bounds.
@@ -150,10 +168,55 @@ pub fn explore(init: &World, bounds: Bounds) -> Outcome {
     explore_with(init, bounds, &[])
 }
 
+/// Worker threads of the exploration (0: one per core).
+static THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// Explore with `n` worker threads (0: one per core; 1: no parallelism).
+/// Results do not depend on it.
+pub fn set_threads(n: usize) {
+    THREADS.store(n, Ordering::Relaxed);
+}
+
+/// The worker threads an exploration uses now.
+pub fn threads() -> usize {
+    match THREADS.load(Ordering::Relaxed) {
+        0 => rayon::current_num_threads(),
+        n => n,
+    }
+}
+
+/// Parent states expanded in parallel between two merges into the seen-set.
+const CHUNK: usize = 2048;
+
+/// One transition out of a frontier state, computed in parallel.
+struct Succ {
+    choice: u16,
+    key: u64,
+    bad: bool,
+    /// `None` when the state was already seen before its chunk started.
+    world: Option<World>,
+}
+
 /// Breadth-first exploration of every interleaving from `init`, storing
 /// one state per renaming of the CPUs within each of `groups` (disjoint
 /// sets of CPU ids; empty: no reduction).
 pub fn explore_with(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcome {
+    let threads = THREADS.load(Ordering::Relaxed);
+    if threads == 0 {
+        return explore_levels(init, bounds, groups);
+    }
+    match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+        Ok(pool) => pool.install(|| explore_levels(init, bounds, groups)),
+        Err(_) => explore_levels(init, bounds, groups),
+    }
+}
+
+/// The level-synchronous search behind [`explore_with`]: each level's
+/// states are expanded in chunks, in parallel, then merged in frontier
+/// order (parent, then choice), which is the order of a sequential FIFO
+/// search, so counts, verdicts and counterexamples do not depend on the
+/// threads.
+fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcome {
     let t0 = Instant::now();
     let perms = group_perms(init.cpus.len(), groups);
     let key = |w: &World| {
@@ -167,63 +230,94 @@ pub fn explore_with(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outc
     let mut nodes: Vec<(u32, u16)> = vec![(0, 0)];
     let mut seen = FxHashSet::default();
     seen.insert(key(init));
-    let mut queue: VecDeque<(World, u32, usize)> = VecDeque::new();
-    queue.push_back((init.clone(), 0, 0));
+    let mut level: Vec<(World, u32)> = vec![(init.clone(), 0)];
     let (mut transitions, mut depth, mut bounded) = (0usize, 0usize, false);
-    let mut en = Vec::new();
-    let mut fx = Effects::default();
-    while let Some((w, node, d)) = queue.pop_front() {
-        depth = depth.max(d);
-        w.enabled(&mut en);
-        if d >= bounds.max_depth {
-            bounded |= !en.is_empty();
-            continue;
-        }
-        let choices = en.clone();
-        for (i, &(cpu, kind)) in choices.iter().enumerate() {
-            let mut next = w.clone();
-            fx.clear();
-            next.step(cpu, kind, &mut fx);
-            transitions += 1;
-            let mut en2 = Vec::new();
-            next.enabled(&mut en2);
-            nodes.push((node, i as u16));
-            let id = (nodes.len() - 1) as u32;
-            if bad(&next, &en2) {
-                let path = path_to(&nodes, id);
-                return Outcome {
-                    verdict: "unsafe",
-                    states: seen.len(),
-                    transitions,
-                    depth: path.len(),
-                    seconds: t0.elapsed().as_secs_f64(),
-                    counterexample: replay(init, &path),
-                    symmetry: groups.to_vec(),
-                };
-            }
-            if seen.insert(key(&next)) {
-                if seen.len() >= bounds.max_states {
-                    bounded = true;
-                    break;
-                }
-                queue.push_back((next, id, d + 1));
-            } else {
-                nodes.pop();
-            }
-        }
-        if bounded && seen.len() >= bounds.max_states {
-            break;
-        }
-    }
-    Outcome {
-        verdict: if bounded { "bounded" } else { "safe" },
+    let done = |verdict, transitions, depth, seen: &FxHashSet<u64>, cx| Outcome {
+        verdict,
         states: seen.len(),
         transitions,
         depth,
         seconds: t0.elapsed().as_secs_f64(),
-        counterexample: Vec::new(),
+        counterexample: cx,
         symmetry: groups.to_vec(),
+    };
+    let mut d = 0;
+    while !level.is_empty() {
+        depth = d;
+        if d >= bounds.max_depth {
+            bounded |= level.par_iter().any(|(w, _)| {
+                let mut en = Vec::new();
+                w.enabled(&mut en);
+                !en.is_empty()
+            });
+            break;
+        }
+        let mut next = Vec::new();
+        while !level.is_empty() {
+            let chunk: Vec<(World, u32)> = level.drain(..CHUNK.min(level.len())).collect();
+            let succs: Vec<(u32, Vec<Succ>)> = chunk
+                .into_par_iter()
+                .map(|(w, node)| (node, successors(w, &key, &seen)))
+                .collect();
+            for (node, list) in succs {
+                for s in list {
+                    transitions += 1;
+                    nodes.push((node, s.choice));
+                    let id = (nodes.len() - 1) as u32;
+                    if s.bad {
+                        let path = path_to(&nodes, id);
+                        let cx = replay(init, &path);
+                        return done("unsafe", transitions, path.len(), &seen, cx);
+                    }
+                    if !seen.insert(s.key) {
+                        nodes.pop();
+                        continue;
+                    }
+                    let w = s
+                        .world
+                        .expect("a state unseen at its chunk's start was kept");
+                    next.push((w, id));
+                    if seen.len() >= bounds.max_states {
+                        return done("bounded", transitions, depth, &seen, Vec::new());
+                    }
+                }
+            }
+        }
+        level = next;
+        d += 1;
     }
+    let verdict = if bounded { "bounded" } else { "safe" };
+    done(verdict, transitions, depth, &seen, Vec::new())
+}
+
+/// Every successor of `w` in choice order, stepping `w` itself for the
+/// last one. A successor already in `seen` keeps only its key.
+fn successors(w: World, key: &(impl Fn(&World) -> u64 + Sync), seen: &FxHashSet<u64>) -> Vec<Succ> {
+    let mut en = Vec::new();
+    w.enabled(&mut en);
+    let choices = en.clone();
+    let mut fx = Effects::default();
+    let mut out = Vec::with_capacity(choices.len());
+    let mut one = |i: usize, mut next: World| {
+        let (cpu, kind) = choices[i];
+        fx.clear();
+        next.step(cpu, kind, &mut fx);
+        next.enabled(&mut en);
+        let k = key(&next);
+        out.push(Succ {
+            choice: i as u16,
+            key: k,
+            bad: bad(&next, &en),
+            world: (!seen.contains(&k)).then_some(next),
+        });
+    };
+    if let Some(last) = choices.len().checked_sub(1) {
+        for i in 0..last {
+            one(i, w.clone());
+        }
+        one(last, w);
+    }
+    out
 }
 
 fn path_to(nodes: &[(u32, u16)], mut id: u32) -> Vec<u16> {

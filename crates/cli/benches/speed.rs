@@ -1,10 +1,15 @@
 //! Speed: the simulator on the seeds' workloads (discrete events per
 //! wall-clock second) and the checker on each protocol at 3 CPUs
-//! (`cargo bench -p tlblab`).
+//! (`cargo bench -p tlblab`), next to a bare binary-heap event loop over
+//! as many events (`tlblab speed` prints the same as one table).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::time::Duration;
 use tlblab::{load_scenario, run_scenario, RunOptions};
+
+/// The allocator the `tlblab` binary uses.
+#[global_allocator]
+static GLOBAL: tlblab::speed::SplitAlloc = tlblab::speed::SplitAlloc;
 
 fn madvise_64(c: &mut Criterion) {
     let mut s = load_scenario("flush-tlb-info-madvise").expect("bundled");
@@ -16,6 +21,10 @@ fn madvise_64(c: &mut Criterion) {
     g.sample_size(20);
     g.bench_function("madvise_dontneed_64cpu_20k_ops", |b| {
         b.iter(|| run_scenario(&s, &RunOptions::default()).unwrap().0.events)
+    });
+    // The same number of events through nothing but a binary heap.
+    g.bench_function("bare_heap_loop_64cpu_same_events", |b| {
+        b.iter(|| tlblab::speed::bare_heap_rate(r.events, 64))
     });
     g.finish();
 }

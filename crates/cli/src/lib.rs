@@ -8,6 +8,7 @@ use std::time::Instant;
 pub mod calibrate;
 pub mod demo;
 pub mod plot;
+pub mod speed;
 pub mod sweep;
 
 /// Scenarios shipped with the binary, usable by name (`tlblab run default`).

@@ -47,7 +47,15 @@ enum Cmd {
     List,
     /// Every seed result built so far, as tables like the cover letters'.
     Demo(cmd::demo::Args),
+    /// Throughput of the simulator (every bundled scenario) and the checker,
+    /// each next to a bare baseline measured in the same run.
+    Speed(cmd::speed::Args),
 }
+
+/// mimalloc for small blocks, the system allocator for large ones (see
+/// `tlblab::speed::SplitAlloc`).
+#[global_allocator]
+static GLOBAL: tlblab::speed::SplitAlloc = tlblab::speed::SplitAlloc;
 
 fn main() -> ExitCode {
     // Like other Unix tools, end quietly when the reader of our output goes
@@ -90,5 +98,6 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
         Cmd::GuestAgent { .. } => Err(Error::Unsupported("the guest agent runs on Linux".into())),
         Cmd::List => cmd::list::main(),
         Cmd::Demo(a) => cmd::demo::main(a),
+        Cmd::Speed(a) => cmd::speed::main(a),
     }
 }

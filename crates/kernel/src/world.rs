@@ -587,7 +587,10 @@ impl World {
             rcu_batches: Vec::new(),
             asids: crate::arch::asid::AsidAllocator::new(match m.arch {
                 machine::scenario::Arch::Riscv => s.riscv.asid_bits.max(1),
-                _ => s.arm64.asid_bits,
+                machine::scenario::Arch::Arm64 => s.arm64.asid_bits,
+                // x86 allocates no ASIDs (PCIDs are per CPU): the smallest
+                // map, not 8 KiB cloned and hashed with every checker state.
+                machine::scenario::Arch::X86 => 1,
             }),
             files: Vec::new(),
             // INIT_MM_CONTEXT has ctx_id 1; last_mm_ctx_id starts at 1, so

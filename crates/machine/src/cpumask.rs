@@ -3,56 +3,94 @@
 use crate::CpuId;
 
 /// A fixed-size CPU bitmap, sized for the machine's CPU count.
+///
+/// The first word is inline: masks of up to 64 CPUs (every checker world)
+/// clone without allocating.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct CpuMask {
-    words: Vec<u64>,
+    /// Number of 64-bit words (0 only for `Default`).
+    nwords: u32,
+    lo: u64,
+    /// Words 1.. (empty, and unallocated, up to 64 CPUs).
+    hi: Box<[u64]>,
 }
 
 impl CpuMask {
     /// An empty mask for `nr_cpu_ids` CPUs.
     pub fn new(nr_cpus: usize) -> Self {
+        let n = nr_cpus.div_ceil(64).max(1);
         CpuMask {
-            words: vec![0; nr_cpus.div_ceil(64).max(1)],
+            nwords: n as u32,
+            lo: 0,
+            hi: vec![0; n - 1].into_boxed_slice(),
         }
+    }
+
+    /// Word `i` (panics past the mask's size, as an index would).
+    #[inline]
+    fn word(&self, i: usize) -> u64 {
+        if i == 0 && self.nwords > 0 {
+            self.lo
+        } else {
+            self.hi[i.wrapping_sub(1)]
+        }
+    }
+
+    #[inline]
+    fn word_mut(&mut self, i: usize) -> &mut u64 {
+        if i == 0 && self.nwords > 0 {
+            &mut self.lo
+        } else {
+            &mut self.hi[i.wrapping_sub(1)]
+        }
+    }
+
+    /// The words in order.
+    #[inline]
+    fn words(&self) -> impl Iterator<Item = u64> + '_ {
+        (self.nwords > 0)
+            .then_some(self.lo)
+            .into_iter()
+            .chain(self.hi.iter().copied())
     }
 
     /// `cpumask_set_cpu()`.
     #[inline]
     pub fn set(&mut self, cpu: CpuId) {
-        self.words[cpu as usize / 64] |= 1 << (cpu % 64);
+        *self.word_mut(cpu as usize / 64) |= 1 << (cpu % 64);
     }
 
     /// `cpumask_clear_cpu()`.
     #[inline]
     pub fn clear(&mut self, cpu: CpuId) {
-        self.words[cpu as usize / 64] &= !(1 << (cpu % 64));
+        *self.word_mut(cpu as usize / 64) &= !(1 << (cpu % 64));
     }
 
     /// `cpumask_test_cpu()`.
     #[inline]
     pub fn test(&self, cpu: CpuId) -> bool {
-        self.words[cpu as usize / 64] & (1 << (cpu % 64)) != 0
+        self.word(cpu as usize / 64) & (1 << (cpu % 64)) != 0
     }
 
     /// `cpumask_empty()`.
     pub fn is_empty(&self) -> bool {
-        self.words.iter().all(|w| *w == 0)
+        self.lo == 0 && self.hi.iter().all(|w| *w == 0)
     }
 
     /// `cpumask_weight()`.
     pub fn weight(&self) -> u32 {
-        self.words.iter().map(|w| w.count_ones()).sum()
+        self.words().map(|w| w.count_ones()).sum()
     }
 
     /// `cpumask_clear()`.
     pub fn clear_all(&mut self) {
-        self.words.iter_mut().for_each(|w| *w = 0);
+        self.lo = 0;
+        self.hi.iter_mut().for_each(|w| *w = 0);
     }
 
     /// `cpumask_any_but(mask, cpu) < nr_cpu_ids`: is any CPU other than `cpu` set?
     pub fn any_but(&self, cpu: CpuId) -> bool {
-        self.words.iter().enumerate().any(|(i, w)| {
-            let mut w = *w;
+        self.words().enumerate().any(|(i, mut w)| {
             if i == cpu as usize / 64 {
                 w &= !(1 << (cpu % 64));
             }
@@ -62,7 +100,7 @@ impl CpuMask {
 
     /// `for_each_cpu()`: the set CPUs in ascending order.
     pub fn iter(&self) -> impl Iterator<Item = CpuId> + '_ {
-        self.words.iter().enumerate().flat_map(|(i, &w)| {
+        self.words().enumerate().flat_map(|(i, w)| {
             let mut w = w;
             std::iter::from_fn(move || {
                 if w == 0 {
@@ -84,7 +122,9 @@ impl CpuMask {
     /// symmetry reduction; no kernel counterpart). The size stays the same.
     pub fn permuted(&self, perm: &[CpuId]) -> CpuMask {
         let mut m = CpuMask {
-            words: vec![0; self.words.len()],
+            nwords: self.nwords,
+            lo: 0,
+            hi: vec![0; self.hi.len()].into_boxed_slice(),
         };
         for c in self.iter() {
             m.set(perm[c as usize]);

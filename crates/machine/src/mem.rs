@@ -9,6 +9,8 @@
 //! turns a missed flush into a visible use-after-free.
 
 use crate::{Error, Pfn, PTRS_PER_TABLE};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 /// PTE bits (x86 names; the other architectures map theirs onto these).
 pub mod pte {
@@ -60,14 +62,53 @@ struct FrameMeta {
     refs: u16,
 }
 
+/// The contents of one page-table page, with a digest of them kept up to
+/// date on every write, so that hashing a table costs one word, not 512.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Table {
+    e: [u64; PTRS_PER_TABLE],
+    /// Wrapping sum of [`entry_digest`] over the entries.
+    digest: u64,
+}
+
+/// One entry's share of a table digest: zero for an empty entry, else a
+/// well-mixed function of its index and value (splitmix64's finaliser).
+#[inline]
+fn entry_digest(idx: usize, val: u64) -> u64 {
+    if val == 0 {
+        return 0;
+    }
+    let mut z = val ^ (idx as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// The frame allocator and the contents of page-table pages.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+///
+/// Table pages are shared copy-on-write between clones of the memory (the
+/// checker clones the world once per explored transition and most steps
+/// write no page table), and hash as their digests.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PhysMem {
     meta: Vec<FrameMeta>,
     free: Vec<Pfn>,
-    tables: Vec<Option<Box<[u64; PTRS_PER_TABLE]>>>,
+    tables: Vec<Option<Arc<Table>>>,
     limit: u32,
     in_use: u32,
+}
+
+impl Hash for PhysMem {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.meta.hash(h);
+        self.free.hash(h);
+        self.tables.len().hash(h);
+        for t in &self.tables {
+            t.as_ref().map(|t| t.digest).hash(h);
+        }
+        self.limit.hash(h);
+        self.in_use.hash(h);
+    }
 }
 
 impl PhysMem {
@@ -113,7 +154,10 @@ impl PhysMem {
         m.usage = usage;
         m.refs = 1;
         if let FrameUse::Table(_) = usage {
-            self.tables[pfn as usize] = Some(Box::new([0; PTRS_PER_TABLE]));
+            self.tables[pfn as usize] = Some(Arc::new(Table {
+                e: [0; PTRS_PER_TABLE],
+                digest: 0,
+            }));
         }
         self.in_use += 1;
         Ok(pfn)
@@ -186,7 +230,7 @@ impl PhysMem {
     /// page-table page any more (freed or reused).
     #[inline]
     pub fn read(&self, pfn: Pfn, idx: usize) -> Option<u64> {
-        self.tables[pfn as usize].as_ref().map(|t| t[idx])
+        self.tables[pfn as usize].as_ref().map(|t| t.e[idx])
     }
 
     /// Write entry `idx` of page-table page `pfn`.
@@ -195,14 +239,23 @@ impl PhysMem {
         let t = self.tables[pfn as usize]
             .as_mut()
             .expect("write to a frame that is not a page table");
-        t[idx] = val;
+        let old = t.e[idx];
+        if old == val {
+            return;
+        }
+        let t = Arc::make_mut(t);
+        t.digest = t
+            .digest
+            .wrapping_sub(entry_digest(idx, old))
+            .wrapping_add(entry_digest(idx, val));
+        t.e[idx] = val;
     }
 
     /// Does page-table page `pfn` hold no present entry?
     pub fn table_empty(&self, pfn: Pfn) -> bool {
         self.tables[pfn as usize]
             .as_ref()
-            .is_none_or(|t| t.iter().all(|e| !pte::present(*e)))
+            .is_none_or(|t| t.e.iter().all(|e| !pte::present(*e)))
     }
 }
 
@@ -229,6 +282,28 @@ mod tests {
         m.write(b, 3, pte::make(9, pte::WRITE));
         assert!(!m.table_empty(b));
         assert_eq!(pte::pfn(m.read(b, 3).unwrap()), 9);
+    }
+
+    #[test]
+    fn digest_follows_contents_and_clones_share() {
+        let mut m = PhysMem::new(8);
+        let t = m.alloc(FrameUse::Table(1)).unwrap();
+        let empty = m.clone();
+        m.write(t, 5, pte::make(3, 0));
+        let mut n = m.clone();
+        assert_ne!(fp(&m), fp(&empty));
+        n.write(t, 7, pte::make(4, 0));
+        assert_eq!(m.read(t, 7), Some(0), "a write to a clone stays there");
+        n.write(t, 7, 0);
+        assert_eq!((&n, fp(&n)), (&m, fp(&m)));
+        n.write(t, 5, 0);
+        assert_eq!((&n, fp(&n)), (&empty, fp(&empty)));
+    }
+
+    fn fp(m: &PhysMem) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        m.hash(&mut h);
+        h.finish()
     }
 
     #[test]

@@ -17,6 +17,9 @@
 //! cleared the PUD entry.
 
 use crate::Pfn;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 const VALID: u8 = 1;
 /// Entries of the PUD-entry cache (a few, as in Intel's PDPTE cache).
@@ -76,8 +79,183 @@ pub struct PscHit {
 }
 
 /// One CPU's TLB.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+///
+/// The contents are shared copy-on-write between clones (the checker clones
+/// the world per transition and a step changes one CPU's TLB at most), and
+/// their hash is cached until the next change, so a clone's unchanged TLBs
+/// cost neither a copy nor a rehash.
+#[derive(Clone, Debug)]
 pub struct Tlb {
+    s: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    data: TlbData,
+    /// Hash of `data` (never 0), or 0 until computed since the last change.
+    digest: AtomicU64,
+    /// Bit `asid % 64` is set once a translation of `asid` was filled: a
+    /// flush of one address in an ASID whose bit is clear has no entry to
+    /// drop (a broadcast TLBI reaches every CPU, most of which never ran
+    /// the mm). A hint about the past, not part of the state: not compared
+    /// or hashed.
+    filled: u64,
+}
+
+impl Clone for Shared {
+    fn clone(&self) -> Self {
+        Shared {
+            data: self.data.clone(),
+            digest: AtomicU64::new(self.digest.load(Ordering::Relaxed)),
+            filled: self.filled,
+        }
+    }
+}
+
+impl PartialEq for Tlb {
+    fn eq(&self, o: &Self) -> bool {
+        Arc::ptr_eq(&self.s, &o.s) || self.s.data == o.s.data
+    }
+}
+impl Eq for Tlb {}
+
+impl Hash for Tlb {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        let mut d = self.s.digest.load(Ordering::Relaxed);
+        if d == 0 {
+            let mut fx = rustc_hash::FxHasher::default();
+            self.s.data.hash(&mut fx);
+            d = fx.finish() | 1;
+            self.s.digest.store(d, Ordering::Relaxed);
+        }
+        h.write_u64(d);
+    }
+}
+
+impl Tlb {
+    /// A TLB of `entries` translations in `ways`-way sets, and a
+    /// paging-structure cache of `psc_entries` PTE-table pointers.
+    pub fn new(entries: u32, ways: u32, psc_entries: u32) -> Self {
+        Tlb {
+            s: Arc::new(Shared {
+                data: TlbData::new(entries, ways, psc_entries),
+                digest: AtomicU64::new(0),
+                filled: 0,
+            }),
+        }
+    }
+
+    #[inline]
+    fn d(&self) -> &TlbData {
+        &self.s.data
+    }
+
+    /// The shared part, unshared first if a clone shares it; its digest
+    /// is dropped (the caller changes the contents).
+    #[inline]
+    fn shared_mut(&mut self) -> &mut Shared {
+        let s = if Arc::strong_count(&self.s) == 1 && Arc::weak_count(&self.s) == 0 {
+            // SAFETY: this is the only Arc and no Weak exists (none is
+            // ever made), and `&mut self` keeps it so while the borrow
+            // lives: nothing else can reach the value. (`Arc::make_mut`
+            // would do the same after an atomic compare-exchange, which
+            // the simulator paid on every TLB access.) The fence orders
+            // this after the last use by a clone dropped on another thread.
+            std::sync::atomic::fence(Ordering::Acquire);
+            unsafe { &mut *(Arc::as_ptr(&self.s) as *mut Shared) }
+        } else {
+            Arc::make_mut(&mut self.s)
+        };
+        *s.digest.get_mut() = 0;
+        s
+    }
+
+    /// The contents, unshared first if a clone shares them.
+    #[inline]
+    fn m(&mut self) -> &mut TlbData {
+        &mut self.shared_mut().data
+    }
+
+    /// Look `va` up for `asid`, 4 KiB first, then 2 MiB. Updates LRU.
+    #[inline]
+    pub fn lookup(&mut self, asid: u16, va: u64) -> Option<TlbHit> {
+        let i = self.d().find(asid, va)?;
+        Some(self.m().touch(i))
+    }
+
+    /// Cache a translation (a TLB fill after a page walk).
+    pub fn fill(&mut self, asid: u16, va: u64, hit: TlbHit) {
+        let s = self.shared_mut();
+        s.filled |= 1 << (asid % 64);
+        s.data.fill(asid, va, hit)
+    }
+
+    /// Look up the PTE table that maps `va`'s 2 MiB region.
+    pub fn psc_lookup(&self, asid: u16, va: u64) -> Option<PscHit> {
+        self.d().psc_lookup(asid, va)
+    }
+
+    /// Does the paging-structure cache hold a live pointer to `table` for `asid`?
+    pub fn psc_holds(&self, asid: u16, table: Pfn) -> bool {
+        self.d().psc_holds(asid, table)
+    }
+
+    /// Remember the PTE table a walk went through.
+    pub fn psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) {
+        self.m().psc_fill(asid, va, table, table_gen)
+    }
+
+    /// Remember the PMD table a walk reached through the PUD entry of `va`.
+    pub fn pud_psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) {
+        self.m().pud_psc_fill(asid, va, table, table_gen)
+    }
+
+    /// `INVLPG` / `TLBI VAE1` / `sfence.vma va, asid`: drop the translations
+    /// of `va` in `asid`, and (as INVLPG does) every paging-structure-cache
+    /// entry of that ASID.
+    pub fn flush_one(&mut self, asid: u16, va: u64) {
+        if self.s.filled & (1 << (asid % 64)) == 0 {
+            TlbData::bump(&mut self.m().psc_epochs, asid);
+        } else {
+            self.m().flush_one(asid, va)
+        }
+    }
+
+    /// RISC-V `sfence.vma va, asid` / arm64 `TLBI VALE1`: drop the leaf
+    /// translations of `va` in `asid` only; walk-cache entries survive.
+    pub fn flush_one_leaf(&mut self, asid: u16, va: u64) {
+        // A TLB that never filled this ASID has no leaf entry to drop.
+        if self.s.filled & (1 << (asid % 64)) != 0 {
+            self.m().flush_one_leaf(asid, va)
+        }
+    }
+
+    /// Drop the translations of `va` under every ASID, global ones included
+    /// (RISC-V `sfence.vma va, x0`; kernel mappings are global).
+    pub fn flush_va(&mut self, va: u64) {
+        self.m().flush_va(va)
+    }
+
+    /// Drop every translation of `asid` (CR3 write with flush, INVPCID
+    /// single-context, `TLBI ASIDE1`, `sfence.vma zero, asid`).
+    pub fn flush_asid(&mut self, asid: u16) {
+        self.m().flush_asid(asid)
+    }
+
+    /// Drop every translation (`__flush_tlb_all`, `TLBI VMALLE1`).
+    pub fn flush_all(&mut self) {
+        self.m().flush_all()
+    }
+
+    /// Number of live translations of `asid` (for tests and reports).
+    pub fn count(&self, asid: u16) -> usize {
+        self.d().count(asid)
+    }
+}
+
+/// The contents of a TLB.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct TlbData {
     /// `sets - 1`; the number of sets is a power of two, as in hardware.
     set_mask: u64,
     ways: u32,
@@ -96,13 +274,11 @@ pub struct Tlb {
     tick: u32,
 }
 
-impl Tlb {
-    /// A TLB of `entries` translations in `ways`-way sets, and a
-    /// paging-structure cache of `psc_entries` PTE-table pointers.
-    pub fn new(entries: u32, ways: u32, psc_entries: u32) -> Self {
+impl TlbData {
+    fn new(entries: u32, ways: u32, psc_entries: u32) -> Self {
         let ways = ways.clamp(1, entries.max(1));
         let sets = (entries / ways).max(1).next_power_of_two();
-        Tlb {
+        TlbData {
             set_mask: sets as u64 - 1,
             ways,
             any_huge: false,
@@ -154,30 +330,37 @@ impl Tlb {
         }
     }
 
-    /// Look `va` up for `asid`, 4 KiB first, then 2 MiB. Updates LRU.
-    pub fn lookup(&mut self, asid: u16, va: u64) -> Option<TlbHit> {
+    /// The entry that translates `va` for `asid`, 4 KiB first, then 2 MiB.
+    #[inline]
+    fn find(&self, asid: u16, va: u64) -> Option<usize> {
         for huge in [false, true] {
             if huge && !self.any_huge {
                 break;
             }
             let tag = Self::tag(va, huge);
-            let range = self.set_of(tag);
-            for i in range {
-                let e = self.entries[i];
-                if e.tag == tag && e.asid == asid && self.live(&e) {
-                    self.tick = self.tick.wrapping_add(1);
-                    self.entries[i].lru = self.tick;
-                    return Some(TlbHit {
-                        pfn: e.pfn,
-                        owner: e.owner,
-                        frame_gen: e.frame_gen,
-                        writable: e.flags & WRITE != 0,
-                        huge: e.flags & HUGE != 0,
-                    });
+            for i in self.set_of(tag) {
+                let e = &self.entries[i];
+                if e.tag == tag && e.asid == asid && self.live(e) {
+                    return Some(i);
                 }
             }
         }
         None
+    }
+
+    /// A hit on entry `i`: it becomes the most recently used.
+    #[inline]
+    fn touch(&mut self, i: usize) -> TlbHit {
+        self.tick = self.tick.wrapping_add(1);
+        let e = &mut self.entries[i];
+        e.lru = self.tick;
+        TlbHit {
+            pfn: e.pfn,
+            owner: e.owner,
+            frame_gen: e.frame_gen,
+            writable: e.flags & WRITE != 0,
+            huge: e.flags & HUGE != 0,
+        }
     }
 
     /// Cache a translation (a TLB fill after a page walk).
@@ -406,7 +589,7 @@ mod tests {
     #[test]
     fn capacity_is_finite_and_lru_evicts() {
         let mut t = Tlb::new(8, 8, 1); // one fully associative set
-        assert_eq!(t.set_mask, 0);
+        assert_eq!(t.d().set_mask, 0);
         for p in 0..9u64 {
             t.fill(0, p << 12, hit(p as Pfn));
             t.lookup(0, 0); // keep page 0 hot

@@ -26,6 +26,10 @@ pub struct Args {
     memory_model: String,
     #[arg(long)]
     json: bool,
+    /// Worker threads of the exploration (0: one per core). Verdicts,
+    /// counts and counterexamples do not depend on it.
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
 }
 
 pub fn main(args: Args) -> Result<u8, Error> {
@@ -38,7 +42,9 @@ pub fn main(args: Args) -> Result<u8, Error> {
         symmetry,
         memory_model,
         json,
+        threads,
     } = args;
+    check::set_threads(threads);
     let model =
         kernel::hw::memory_model::MemoryModel::parse(&memory_model).map_err(Error::Config)?;
     let bounds = check::Bounds {

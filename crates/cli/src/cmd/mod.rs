@@ -9,6 +9,7 @@ pub mod compare;
 pub mod demo;
 pub mod list;
 pub mod run;
+pub mod speed;
 pub mod sweep;
 pub mod validate;
 

@@ -1,0 +1,257 @@
+//! `tlblab speed`: the simulator's and the checker's throughput, each next
+//! to a bare baseline measured in the same run, so that the model's cost
+//! shows as a ratio that does not depend on the machine or its load.
+//!
+//! Times are CPU seconds of the measuring thread (the simulator) or of the
+//! process (the checker, which uses every core): on a shared machine the
+//! wall clock also counts other processes' time.
+
+use crate::{load_scenario, run_scenario, RunOptions, BUNDLED};
+use machine::{CpuId, Error};
+use serde::Serialize;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// The process allocator: mimalloc for blocks under [`BIG`], the system
+/// allocator for larger ones. The checker clones and drops a world per
+/// transition on several threads, where glibc spent half the time; the
+/// simulator's large arrays grow by `realloc`, which the system allocator
+/// does in place (`mremap`) without holding old and new copies.
+pub struct SplitAlloc;
+
+/// Blocks of this size and more go to the system allocator.
+const BIG: usize = 4096;
+
+// SAFETY: every block is freed and resized by the allocator that made it,
+// chosen by its size, which `dealloc` and `realloc` are given.
+unsafe impl GlobalAlloc for SplitAlloc {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if l.size() < BIG {
+            mimalloc::MiMalloc.alloc(l)
+        } else {
+            System.alloc(l)
+        }
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        if l.size() < BIG {
+            mimalloc::MiMalloc.alloc_zeroed(l)
+        } else {
+            System.alloc_zeroed(l)
+        }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        if l.size() < BIG {
+            mimalloc::MiMalloc.dealloc(p, l)
+        } else {
+            System.dealloc(p, l)
+        }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        match (l.size() < BIG, new < BIG) {
+            (true, true) => mimalloc::MiMalloc.realloc(p, l, new),
+            (false, false) => System.realloc(p, l, new),
+            _ => {
+                let nl = Layout::from_size_align_unchecked(new, l.align());
+                let q = self.alloc(nl);
+                if !q.is_null() {
+                    std::ptr::copy_nonoverlapping(p, q, l.size().min(new));
+                    self.dealloc(p, l);
+                }
+                q
+            }
+        }
+    }
+}
+
+/// CPU time of the calling thread (`who = CLOCK_THREAD_CPUTIME_ID`) or of
+/// the process (`CLOCK_PROCESS_CPUTIME_ID`), seconds.
+fn cpu_seconds(who: libc::clockid_t) -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec to write.
+    unsafe { libc::clock_gettime(who, &mut t) };
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+}
+
+fn thread_cpu() -> f64 {
+    cpu_seconds(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// A value from /proc/self/status in KiB (`VmRSS`, `VmHWM`).
+fn status_kib(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The bare baseline: a discrete-event loop with nothing but a binary heap
+/// of (time, sequence, CPU) events, `cpus` of them pending, each popped
+/// event pushing the CPU's next one. Returns events per CPU second.
+pub fn bare_heap_rate(events: u64, cpus: usize) -> f64 {
+    let t0 = thread_cpu();
+    let mut heap = BinaryHeap::with_capacity(cpus + 1);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for c in 0..cpus.max(1) {
+        heap.push(Reverse((c as u64, c as u64, c as CpuId)));
+    }
+    let mut seq = cpus as u64;
+    for _ in 0..events {
+        let Some(Reverse((t, _, c))) = heap.pop() else {
+            break;
+        };
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        seq += 1;
+        heap.push(Reverse((t + 1 + (x & 1023), seq, c)));
+    }
+    std::hint::black_box(&heap);
+    events as f64 / (thread_cpu() - t0).max(1e-9)
+}
+
+/// One scenario's row.
+#[derive(Clone, Debug, Serialize)]
+pub struct SimRow {
+    pub scenario: String,
+    pub cpus: u32,
+    pub events: u64,
+    pub cpu_seconds: f64,
+    pub events_per_s: f64,
+    pub bare_events_per_s: f64,
+    /// Model cost per event in bare-heap events.
+    pub ratio: f64,
+}
+
+/// Simulate `name` and the bare loop over as many events.
+pub fn sim_row(name: &str) -> Result<SimRow, Error> {
+    let s = load_scenario(name)?;
+    let t0 = thread_cpu();
+    let (r, _) = run_scenario(&s, &RunOptions::default())?;
+    let secs = (thread_cpu() - t0).max(1e-9);
+    let rate = r.events as f64 / secs;
+    let bare = bare_heap_rate(r.events, s.machine.cpus as usize);
+    Ok(SimRow {
+        scenario: name.to_string(),
+        cpus: s.machine.cpus,
+        events: r.events,
+        cpu_seconds: secs,
+        events_per_s: rate,
+        bare_events_per_s: bare,
+        ratio: bare / rate,
+    })
+}
+
+/// The checker's row.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckRow {
+    pub check: String,
+    pub symmetry: bool,
+    pub threads: usize,
+    pub states: usize,
+    pub wall_seconds: f64,
+    pub cpu_seconds: f64,
+    pub states_per_s: f64,
+    pub states_per_cpu_s: f64,
+    /// Growth of the peak resident set over the run, per distinct state.
+    pub bytes_per_state: f64,
+}
+
+/// Check `name` (exhaustively, default bounds) and measure it.
+pub fn check_row(name: &str, symmetry: bool) -> Result<CheckRow, Error> {
+    let c = check::configs::find(name)?;
+    // Writing 5 to clear_refs resets VmHWM to the current RSS (Linux 4.0+).
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let rss0 = status_kib("VmRSS:");
+    let c0 = cpu_seconds(libc::CLOCK_PROCESS_CPUTIME_ID);
+    let o = check::configs::run(c, &[], check::Bounds::default(), symmetry)?;
+    let cpu = cpu_seconds(libc::CLOCK_PROCESS_CPUTIME_ID) - c0;
+    let grew = status_kib("VmHWM:").saturating_sub(rss0) * 1024;
+    Ok(CheckRow {
+        check: name.to_string(),
+        symmetry,
+        threads: check::threads(),
+        states: o.states,
+        wall_seconds: o.seconds,
+        cpu_seconds: cpu,
+        states_per_s: o.states as f64 / o.seconds.max(1e-9),
+        states_per_cpu_s: o.states as f64 / cpu.max(1e-9),
+        bytes_per_state: grew as f64 / o.states.max(1) as f64,
+    })
+}
+
+/// `tlblab speed`: the checker on `checks` (symmetry off), then every
+/// scenario of `names` (empty: every bundled one), as tables or JSON.
+pub fn speed(names: &[String], checks: &[String], json: bool) -> Result<(), Error> {
+    let mut crow = Vec::new();
+    for c in checks {
+        crow.push(check_row(c, false)?);
+    }
+    let all: Vec<String> = BUNDLED.iter().map(|(n, _)| n.to_string()).collect();
+    let names = if names.is_empty() { &all } else { names };
+    let mut srow = Vec::new();
+    for n in names {
+        srow.push(sim_row(n)?);
+    }
+    if json {
+        let v = serde_json::json!({"check": crow, "sim": srow});
+        println!("{}", serde_json::to_string_pretty(&v).expect("json"));
+        return Ok(());
+    }
+    print_tables(&crow, &srow);
+    Ok(())
+}
+
+fn print_tables(crow: &[CheckRow], srow: &[SimRow]) {
+    if !crow.is_empty() {
+        println!(
+            "{:<28} {:>7} {:>9} {:>8} {:>8} {:>11} {:>11} {:>11}",
+            "check (symmetry off)",
+            "threads",
+            "states",
+            "wall s",
+            "cpu s",
+            "states/s",
+            "states/cpu-s",
+            "bytes/state"
+        );
+        for r in crow {
+            println!(
+                "{:<28} {:>7} {:>9} {:>8.2} {:>8.2} {:>11.0} {:>11.0} {:>11.0}",
+                r.check,
+                r.threads,
+                r.states,
+                r.wall_seconds,
+                r.cpu_seconds,
+                r.states_per_s,
+                r.states_per_cpu_s,
+                r.bytes_per_state
+            );
+        }
+        println!();
+    }
+    println!(
+        "{:<24} {:>5} {:>10} {:>8} {:>12} {:>14} {:>7}",
+        "scenario", "cpus", "events", "cpu s", "events/cpu-s", "bare heap ev/s", "ratio"
+    );
+    for r in srow {
+        println!(
+            "{:<24} {:>5} {:>10} {:>8.2} {:>11.2}M {:>13.1}M {:>7.1}",
+            r.scenario,
+            r.cpus,
+            r.events,
+            r.cpu_seconds,
+            r.events_per_s / 1e6,
+            r.bare_events_per_s / 1e6,
+            r.ratio
+        );
+    }
+}
