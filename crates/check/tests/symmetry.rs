@@ -330,6 +330,7 @@ fn renaming_commutes_with_step() {
             || name.starts_with("unsafe_preemptible")
             || name == "riscv_defer_vs_switch"
             || name == "unsafe_riscv_unordered_enqueue"
+            || name == "riscv_defer_vs_switch_mask_clearing"
             // CPU1 holds two tasks (mm A and mm B), CPU0 one.
             || name.ends_with("switch_back_race")
             || name == "drop_switch_mm_smp_mb"
