@@ -375,7 +375,7 @@ pub fn demo(opts: &RunOptions, iterations: u64) -> Result<Vec<Section>, Error> {
         w,
         b_sec,
         arm64_seed(opts, iterations)?,
-        riscv_seed(opts, iterations)?,
+        riscv_seed(opts)?,
     ])
 }
 
@@ -622,7 +622,7 @@ fn reduced_usemem() -> Result<machine::Scenario, Error> {
 }
 
 /// Seed (d): RISC-V deferred remote flushes.
-fn riscv_seed(opts: &RunOptions, iterations: u64) -> Result<Section, Error> {
+fn riscv_seed(opts: &RunOptions) -> Result<Section, Error> {
     let mut sec = Section::new(
         "seed-riscv-defer-flush-to-context-switch",
         true,

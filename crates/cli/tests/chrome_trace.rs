@@ -2,17 +2,13 @@
 //! slices nest on every CPU track and every IPI flow starts and finishes.
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 
+mod common;
+
+/// Run the binary: exit code and stderr.
 fn tlblab(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tlblab"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let (code, _, err) = common::tlblab(args);
+    (code, err)
 }
 
 /// Run with `--trace-out` into a fresh file and load it back.

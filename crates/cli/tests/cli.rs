@@ -1,17 +1,7 @@
 //! The binary: exit codes, one-line errors, `--json` shape.
-use std::process::Command;
 
-fn tlblab(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tlblab"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::tlblab;
 
 #[test]
 fn bad_input_is_one_line_and_exit_2() {

@@ -27,3 +27,16 @@ pub fn total(r: &Report, row: &str) -> u64 {
 pub fn ops(r: &Report) -> u64 {
     r.main_op().expect("a measured op").count
 }
+
+/// Run the `tlblab` binary: exit code, stdout, stderr.
+pub fn tlblab(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tlblab"))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -1,17 +1,7 @@
 //! `tlblab check --memory-model`, `inject.drop_barrier` and the barrier list.
-use std::process::Command;
 
-fn tlblab(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tlblab"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod common;
+use common::tlblab;
 
 #[test]
 fn a_dropped_barrier_is_caught_under_tso_and_not_under_sc() {

@@ -1,17 +1,13 @@
 //! `sweep --shard I/N` then `sweep --merge DIR...` writes exactly the
 //! sweep.csv and sweep.json of the unsharded sweep.
 use std::path::PathBuf;
-use std::process::Command;
 
+mod common;
+
+/// Run the binary: exit code and stderr.
 fn tlblab(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tlblab"))
-        .args(args)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let (code, _, err) = common::tlblab(args);
+    (code, err)
 }
 
 fn dir(tag: &str) -> PathBuf {
