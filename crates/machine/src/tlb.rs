@@ -484,18 +484,7 @@ impl TlbData {
     /// of `va` in `asid`, and (as INVLPG does) every paging-structure-cache
     /// entry of that ASID.
     pub fn flush_one(&mut self, asid: u16, va: u64) {
-        for huge in [false, true] {
-            if huge && !self.any_huge {
-                break;
-            }
-            let tag = Self::tag(va, huge);
-            for i in self.set_of(tag) {
-                let e = &mut self.entries[i];
-                if e.tag == tag && e.asid == asid {
-                    e.flags = 0;
-                }
-            }
-        }
+        self.flush_one_leaf(asid, va);
         Self::bump(&mut self.psc_epochs, asid);
     }
 
