@@ -62,20 +62,32 @@ fn thp_always() -> bool {
 
 /// Collapse `size` bytes (a multiple of 2 MiB), `rounds` times.
 pub fn run(size: u64, rounds: u64) -> Result<HostReport, Error> {
+    run_strided(size, rounds, 1)
+}
+
+/// Collapse `size` bytes, `rounds` times, having faulted in only every
+/// `stride`-th 4 KiB page (`MADV_COLLAPSE` ignores `max_ptes_none`: the
+/// collapse copies the present pages and zero-fills the others).
+pub fn run_strided(size: u64, rounds: u64, stride: u32) -> Result<HostReport, Error> {
     if size == 0 || !size.is_multiple_of(HPAGE as u64) || size > 1 << 30 {
         return Err(Error::Range(format!(
             "collapse size {size} (a multiple of 2MiB, at most 1GiB)"
         )));
     }
+    if !(1..=512).contains(&stride) {
+        return Err(Error::Range(format!(
+            "collapse populate stride {stride} (allowed 1..=512 pages)"
+        )));
+    }
     std::thread::spawn(move || {
         crate::madvise::pin(0)?;
-        pinned(size as usize, rounds)
+        pinned(size as usize, rounds, stride as usize)
     })
     .join()
     .map_err(|_| Error::Unsupported("the benchmark thread panicked".into()))?
 }
 
-fn pinned(len: usize, rounds: u64) -> Result<HostReport, Error> {
+fn pinned(len: usize, rounds: u64, stride: usize) -> Result<HostReport, Error> {
     let rows = ["TLB", "CAL", "RES"];
     let mut hist = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).expect("bounds");
     let (mut sum, mut sq, mut n) = (0f64, 0f64, 0u64);
@@ -94,7 +106,7 @@ fn pinned(len: usize, rounds: u64) -> Result<HostReport, Error> {
             if always {
                 libc::madvise(r.p as *mut libc::c_void, len, libc::MADV_NOHUGEPAGE);
             }
-            for off in (0..len).step_by(4096) {
+            for off in (0..len).step_by(4096 * stride) {
                 *r.p.add(off) = 1;
             }
             if always {
@@ -144,7 +156,7 @@ fn pinned(len: usize, rounds: u64) -> Result<HostReport, Error> {
     let nn = n.max(1) as f64;
     let mean = sum / nn;
     let mut rep = crate::madvise::report(
-        serde_json::json!({"workload": {"name": "khugepaged_collapse", "threads": 1, "size": len, "iterations": rounds}}),
+        serde_json::json!({"workload": {"name": "khugepaged_collapse", "threads": 1, "size": len, "iterations": rounds, "populate_stride": stride}}),
         wall,
         d_total,
         serde_json::json!({

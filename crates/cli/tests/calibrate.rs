@@ -8,7 +8,13 @@ fn calibrated_profile_reproduces_the_host_and_reads_back() {
         panic!("this host cannot run the host tests: {why}");
     }
     let c = tlblab::calibrate::calibrate(20_000).expect("calibration");
-    for r in &c.rows[..2] {
+    // The fitted rows: the madvise path (two) and the collapse path (two
+    // populations, two prices: solved exactly up to the model's jitter).
+    let fitted = c.rows[..2]
+        .iter()
+        .chain(c.rows.iter().filter(|r| r.metric.starts_with("collapse")));
+    assert_eq!(fitted.clone().count(), 4);
+    for r in fitted {
         assert!(
             (r.after / r.host - 1.0).abs() < 0.05,
             "{}: host {} model {}",
@@ -23,4 +29,11 @@ fn calibrated_profile_reproduces_the_host_and_reads_back() {
     assert!(back
         .source(machine::Cost::IpiDelivery)
         .contains("fitted on host"));
+    for cost in [
+        machine::Cost::CollapseSetup,
+        machine::Cost::CollapseCopyPage,
+    ] {
+        assert!(back.source(cost).contains("MADV_COLLAPSE"));
+        assert!(back.ns(cost) >= 0.0);
+    }
 }

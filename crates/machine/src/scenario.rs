@@ -206,6 +206,10 @@ pub struct WorkloadCfg {
     /// Threads of the process that run briefly on spare CPUs and exit,
     /// leaving those CPUs lazy in its mm (hugetlb_unshare).
     pub lazy_threads: u32,
+    /// khugepaged_collapse: fault in every Nth 4 KiB page of each 2 MiB
+    /// extent before collapsing (1 = every page); `MADV_COLLAPSE` ignores
+    /// `max_ptes_none`, so the others are zero-filled by the collapse.
+    pub populate_stride: u32,
 }
 
 impl Default for WorkloadCfg {
@@ -217,6 +221,7 @@ impl Default for WorkloadCfg {
             iterations: 10_000,
             period_us: 0,
             lazy_threads: 0,
+            populate_stride: 1,
         }
     }
 }
@@ -583,6 +588,18 @@ impl Scenario {
             return Err(Error::Config(format!(
                 "workload.lazy_threads is a key of hugetlb_unshare only, not of {}",
                 w.name
+            )));
+        }
+        if w.populate_stride != 1 && w.name != "khugepaged_collapse" {
+            return Err(Error::Config(format!(
+                "workload.populate_stride is a key of khugepaged_collapse only, not of {}",
+                w.name
+            )));
+        }
+        if !(1..=512).contains(&w.populate_stride) {
+            return Err(Error::Range(format!(
+                "workload.populate_stride = {} (allowed 1..=512 pages)",
+                w.populate_stride
             )));
         }
         if w.lazy_threads > m.cpus {

@@ -19,7 +19,7 @@ use machine::{Cost, Error, Scenario, HPAGE_SIZE, PAGE_SIZE};
 pub const COLLAPSE: WorkloadInfo = WorkloadInfo {
     name: "khugepaged_collapse",
     about: "MADV_COLLAPSE over a populated region, one collapse_huge_page per 2 MiB; optional GUP-fast threads (seed skip-redundant-sync-ipis)",
-    keys: "size = region collapsed (multiple of 2MiB, e.g. 20GiB); threads = extra threads doing GUP-fast (0 = the seed's setup); iterations unused",
+    keys: "size = region collapsed (multiple of 2MiB, e.g. 20GiB); threads = extra threads doing GUP-fast (0 = the seed's setup); populate_stride = fault in every Nth page before collapsing (1 = all); iterations unused",
     build: build_collapse,
     needs,
 };
@@ -104,7 +104,14 @@ fn build_collapse(s: &Scenario, w: &mut World) -> Result<(), Error> {
     let mm = w.mm_alloc()?;
     let size = s.workload.size.0;
     w.add_vma(mm, MAP_BASE, size);
-    kernel::mm::memory::populate_range(w, mm, MAP_BASE, MAP_BASE + size)?;
+    let stride = PAGE_SIZE * s.workload.populate_stride as u64;
+    if stride == PAGE_SIZE {
+        kernel::mm::memory::populate_range(w, mm, MAP_BASE, MAP_BASE + size)?;
+    } else {
+        for va in (MAP_BASE..MAP_BASE + size).step_by(stride as usize) {
+            kernel::mm::memory::populate_range(w, mm, va, va + PAGE_SIZE)?;
+        }
+    }
     let op = w.op_id("madvise_collapse");
     w.spawn(
         mm,

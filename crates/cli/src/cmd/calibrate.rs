@@ -21,12 +21,12 @@ pub fn main(args: Args) -> Result<u8, Error> {
     }
     std::fs::write(&out, c.profile.to_toml()).map_err(|e| Error::Io(format!("{out}: {e}")))?;
     println!(
-        "{:<22} {:>10} {:>14} {:>16} {:>8}",
+        "{:<30} {:>10} {:>14} {:>16} {:>8}",
         "metric", "host", "model default", "model calibrated", "ratio"
     );
     for r in &c.rows {
         println!(
-            "{:<22} {:>10.4} {:>14.4} {:>16.4} {:>8.3}",
+            "{:<30} {:>10.4} {:>14.4} {:>16.4} {:>8.3}",
             r.metric,
             r.host,
             r.before,
