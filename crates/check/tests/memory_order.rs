@@ -90,3 +90,33 @@ fn unknown_barrier_names_are_refused() {
     let e = build_with(c, &["inject.drop_barrier=smp_mb".into()], None).unwrap_err();
     assert!(e.to_string().contains("unknown barrier 'smp_mb'"), "{e}");
 }
+
+/// RISC-V seed (d) under the weak model: with both fences the buffered
+/// `loaded_asid` / `need_tlb_flush` stores drain in the step that made
+/// them (no state added to the seed's check); dropping either fence is
+/// caught as the store-buffering shape, with the other side's read past
+/// the buffered store printed.
+#[test]
+fn riscv_seed_fences_are_the_store_buffering_shape() {
+    let find = |n: &str| CATALOGUE.iter().find(|c| c.name == n).unwrap();
+    let run = |n: &str, m| explore(&build_with(find(n), &[], m).unwrap(), Bounds::default());
+    let (weak, sc) = (
+        run("riscv_defer_vs_switch", None),
+        run("riscv_defer_vs_switch", Some(MemoryModel::Sc)),
+    );
+    assert_eq!((weak.verdict, weak.states), (sc.verdict, sc.states));
+    let o = run("drop_set_mm_asid_fence", None);
+    assert_eq!(o.verdict, "unsafe");
+    let text = o.counterexample.join("\n");
+    assert!(
+        text.contains("reads CPU1's loaded_asid from memory while CPU1's store to it is still in its store buffer"),
+        "{text}"
+    );
+    let o = run("drop_should_ipi_flush_smp_mb", None);
+    assert_eq!(o.verdict, "unsafe");
+    let text = o.counterexample.join("\n");
+    assert!(
+        text.contains("reads CPU1's need_tlb_flush from memory while CPU0's store to it is still in its store buffer"),
+        "{text}"
+    );
+}
