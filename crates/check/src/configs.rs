@@ -491,7 +491,7 @@ pub const CATALOGUE: &[Config] = &[
     },
     Config {
         name: "drop_local_flush_dsb_nshst",
-        about: "arm64 seed without local_flush_tlb_page's dsb(nshst)",
+        about: "FINDING, safe within the bounds (2 CPUs, store buffers of 4, depth 400): arm64 seed without local_flush_tlb_page's dsb(nshst); the only walker that could re-cache the old PTE between the local TLBI and the store is this CPU's own, busy in the fault handler (no speculative walks in the model)",
         sets: &[
             "machine.arch=arm64",
             "arm64.wp_reuse_flush=local",
@@ -504,7 +504,7 @@ pub const CATALOGUE: &[Config] = &[
     },
     Config {
         name: "drop_local_flush_dsb_nsh",
-        about: "arm64 seed without local_flush_tlb_page's dsb(nsh)",
+        about: "FINDING, safe within the bounds (2 CPUs, store buffers of 4, depth 400): arm64 seed without local_flush_tlb_page's dsb(nsh); a local TLBI still in flight costs a spurious fault whose fix-up flushes again: a permission upgrade, no use-after-free",
         sets: &[
             "machine.arch=arm64",
             "arm64.wp_reuse_flush=local",
@@ -514,6 +514,30 @@ pub const CATALOGUE: &[Config] = &[
         expect_safe: true,
         sym: &[&[0, 1]],
         world: wp_reuse_race,
+    },
+    Config {
+        name: "riscv_munmap_race",
+        about: "RISC-V upstream: munmap frees the PTE table; tlb_flush flushes the whole ASID (flush_tlb_mm), walk caches included",
+        sets: &["machine.arch=riscv"],
+        expect_safe: true,
+        sym: &[],
+        world: munmap_1w_1r,
+    },
+    Config {
+        name: "unsafe_riscv_leaf_only_table_flush",
+        about: "RISC-V: tlb_flush flushes a gather that freed the PTE table per address (sfence.vma va, asid: leaf only): the reader's walk cache keeps the freed table",
+        sets: &["machine.arch=riscv", "inject.riscv_leaf_only_table_flush=true"],
+        expect_safe: false,
+        sym: &[],
+        world: munmap_1w_1r,
+    },
+    Config {
+        name: "unsafe_arm64_broadcast_dsb_nsh",
+        about: "arm64: the madvise race with the broadcast TLBI completed by dsb(nsh) instead of dsb(ish): it stays in flight and the reader keeps its entry to the freed page (the local flush's dsb(nsh) is enough only because its TLBI is local)",
+        sets: &["machine.arch=arm64", "inject.arm64_broadcast_dsb_nsh=true"],
+        expect_safe: false,
+        sym: &[],
+        world: madvise_race,
     },
 ];
 

@@ -336,6 +336,35 @@ mod tests {
         assert!(b.is_empty());
     }
 
+    /// `dsb(nsh)` completes this CPU's local TLBIs (and drains its stores)
+    /// but leaves a broadcast TLBI in flight; `dsb(ish)` completes both.
+    #[test]
+    fn dsb_nsh_completes_local_tlbis_only() {
+        let tlbi = |broadcast| Loc::Tlbi {
+            cpu: 0,
+            asid: 1,
+            va: 0x1000,
+            broadcast,
+            leaf: true,
+        };
+        let mut b = StoreBuffer::default();
+        b.push(tlbi(true), 1);
+        b.push(Loc::Var(0), 1);
+        b.push(tlbi(false), 1);
+        let done = b.barrier(Order::NonShareable);
+        assert_eq!(done.len(), 2);
+        assert_eq!(b.entries.len(), 1);
+        assert!(
+            b.entries[0].loc.tlbi_covers(1, 1, 0x1234),
+            "broadcast: every CPU"
+        );
+        assert!(
+            !tlbi(false).tlbi_covers(1, 1, 0x1000),
+            "local: the issuer only"
+        );
+        assert_eq!(b.barrier(Order::Full).len(), 1);
+    }
+
     #[test]
     fn a_full_buffer_spills_its_oldest_store() {
         let mut b = StoreBuffer::default();
@@ -570,7 +599,10 @@ pub fn barrier(
         }
     }
     let drained = w.membufs[cpu as usize].barrier(order);
-    if let (Some(n), true) = (name, !drained.is_empty()) {
+    // A dsb(nsh) is shown even when it completes nothing: a broadcast
+    // TLBI it leaves in flight is the point.
+    let shown = !drained.is_empty() || order == Order::NonShareable;
+    if let (Some(n), true) = (name, shown) {
         fx.label(Label::Barrier {
             name: n,
             drained: drained.len() as u8,

@@ -252,16 +252,18 @@ pub fn flush_tlb_range_weak(
     fx.dvm(pages as u32);
     w.counters.tlbi_is += pages;
     w.counters.dsb_ish += 1;
-    fx.label(Label::TlbiIs {
-        asid,
-        va: start,
-        pages: Some(pages),
-        ops: pages as u32,
-    });
-    let dsb = Dsb {
-        name: mo::FLUSH_TLB_RANGE_DSB_ISH,
-        order: Order::Full,
-        yielded: false,
+    let dsb = if w.cfg.inject.arm64_broadcast_dsb_nsh {
+        Dsb {
+            name: "__flush_tlb_range.dsb(nsh) (inject.arm64_broadcast_dsb_nsh)",
+            order: Order::NonShareable,
+            yielded: false,
+        }
+    } else {
+        Dsb {
+            name: mo::FLUSH_TLB_RANGE_DSB_ISH,
+            order: Order::Full,
+            yielded: false,
+        }
     };
     if store_buffered(w, cpu) {
         return Some(dsb);
@@ -292,7 +294,6 @@ pub fn local_flush_tlb_page_weak(
     mo::store(w, cpu, loc, 1, fx);
     fx.cost(Cost::TlbiLocal, 1);
     w.counters.tlbi_local += 1;
-    fx.label(Label::TlbiLocal { asid, va });
     let dsb = Dsb {
         name: mo::LOCAL_FLUSH_DSB_NSH,
         order: Order::NonShareable,

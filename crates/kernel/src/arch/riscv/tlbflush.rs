@@ -122,7 +122,9 @@ pub fn tlb_flush(w: &World, task: TaskId) -> Flow {
     if !g.needs_flush() {
         return Flow::Continue;
     }
-    let (mm, start, end) = if g.freed_tables {
+    // inject.riscv_leaf_only_table_flush: the variant that forgets the
+    // walk cache (per-address sfence.vma although tables were freed).
+    let (mm, start, end) = if g.freed_tables && !w.cfg.inject.riscv_leaf_only_table_flush {
         (g.mm, 0, TLB_FLUSH_ALL)
     } else {
         (g.mm, g.start, g.end)
