@@ -475,7 +475,7 @@ pub const CATALOGUE: &[Config] = &[
     },
     Config {
         name: "drop_flush_tlb_range_dsb_ish",
-        about: "arm64 without __flush_tlb_range's dsb(ish): the broadcast TLBI still in flight when the page is freed; the reader hits its stale entry",
+        about: "arm64 without __flush_tlb_range's dsb(ish): the broadcast TLBI still in flight when the page is freed; a CPU it has not reached yet (the shortest: the flusher's own) hits its stale entry",
         sets: &["machine.arch=arm64", "inject.drop_barrier=__flush_tlb_range.dsb(ish)"],
         expect_safe: false,
         sym: &[],
@@ -533,7 +533,7 @@ pub const CATALOGUE: &[Config] = &[
     },
     Config {
         name: "unsafe_arm64_broadcast_dsb_nsh",
-        about: "arm64: the madvise race with the broadcast TLBI completed by dsb(nsh) instead of dsb(ish): it stays in flight and the reader keeps its entry to the freed page (the local flush's dsb(nsh) is enough only because its TLBI is local)",
+        about: "arm64: the madvise race with the broadcast TLBI completed by dsb(nsh) instead of dsb(ish): it stays in flight and a CPU it has not reached (the shortest: the flusher's own) keeps its entry to the freed page (the local flush's dsb(nsh) is enough only because its TLBI is local)",
         sets: &["machine.arch=arm64", "inject.arm64_broadcast_dsb_nsh=true"],
         expect_safe: false,
         sym: &[],
