@@ -107,3 +107,75 @@ fn pcid_off_keeps_flush_counts() {
     assert_eq!(r.arch["invlpg"], 3 * 4 * N);
     assert_eq!(r.interrupt_totals["TLB"], 2 * N);
 }
+
+/// Lazy TLB and freed page tables (`native_flush_tlb_multi`'s condition,
+/// `flush_tlb_func`'s lazy and wrong-mm exits): CPU1 runs a thread of the
+/// mm that touches a page and exits, leaving CPU1 lazy in the mm. CPU0 then
+/// madvises once (pages only: `should_flush_tlb` skips the lazy CPU, so no
+/// IPI) and munmaps + remaps 3 times (tables freed: the whole mask is
+/// IPI'd). munmap 1: CPU1 is lazy, switches to init_mm instead of
+/// flushing. munmap 2: CPU1 is still in mm_cpumask, is IPI'd, finds the mm
+/// not loaded and clears its bit (remote_wrong_cpu). munmap 3: not in the
+/// mask: local only. So CPU1's TLB row is exactly 2, CPU2's 0, and 3 of
+/// the 4 flushes are multi-CPU sends (madvise and munmaps 1-2).
+#[test]
+fn lazy_cpu_skipped_for_pages_ipid_for_freed_tables() {
+    use kernel::user::UserOp;
+    use machine::{Cost, HPAGE_SIZE, PAGE_SIZE};
+    const R: u64 = 0x7f00_0000_0000;
+    let run = |lazy_skip: bool| {
+        let mut s = Scenario::default();
+        s.machine.cpus = 3;
+        s.inject.lazy_skip_on_freed_tables = lazy_skip;
+        let mut w = kernel::World::new(&s).unwrap();
+        let mm = w.mm_alloc().unwrap();
+        w.add_vma(mm, R, HPAGE_SIZE);
+        let touch = |addr| UserOp::Touch { addr, write: true };
+        w.spawn(mm, 1, vec![touch(R + PAGE_SIZE), UserOp::Exit], false);
+        let mut a = vec![
+            UserOp::Charge {
+                cost: Cost::TaskCreate,
+                n: 1,
+            },
+            touch(R),
+            UserOp::MadviseDontneed {
+                start: R,
+                len: PAGE_SIZE,
+            },
+        ];
+        for _ in 0..3 {
+            a.push(UserOp::Munmap {
+                start: R,
+                len: HPAGE_SIZE,
+            });
+            a.push(UserOp::Mmap {
+                start: R,
+                len: HPAGE_SIZE,
+            });
+            a.push(touch(R));
+        }
+        a.push(UserOp::Exit);
+        w.spawn(mm, 0, a, true);
+        let mut sim = Sim::new(w, CostProfile::default_x86(), SimOptions::default());
+        sim.run(|_| {});
+        sim
+    };
+    let sim = run(false);
+    assert!(sim.violations.is_empty(), "{:?}", sim.violations.first());
+    let c = &sim.world.counters;
+    assert_eq!(c.irq_tlb, [0, 2, 0]);
+    assert_eq!(c.irq_cal, [0, 2, 0]);
+    assert_eq!(c.tlb_flush[kernel::FlushReason::RemoteWrongCpu as usize], 1);
+    assert_eq!(c.tlb_flush[kernel::FlushReason::RemoteSendIpi as usize], 3);
+    assert_eq!(
+        c.tlb_flush[kernel::FlushReason::RemoteShootdown as usize],
+        0
+    );
+    assert_eq!(sim.world.cpus[1].tlbstate.loaded_mm, kernel::INIT_MM);
+    assert!(!sim.world.mms[1].cpumask.test(1));
+    // The injected bug skips the lazy CPU on freed tables too: its
+    // paging-structure cache still points at the freed PTE table.
+    let bad = run(true);
+    let v = bad.violations.first().expect("caught");
+    assert_eq!(v.invariant, 3, "{}", v.what);
+}
