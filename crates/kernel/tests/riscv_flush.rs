@@ -6,7 +6,7 @@ use kernel::arch::riscv::tlbflush::{
     local_flush_tlb_range_asid, local_tlb_flush_queue_drain, FlushTlbRange, FlushTlbRangeData, Pc,
 };
 use kernel::world::{Flow, Frame};
-use kernel::{Effects, MmId, World, TLB_FLUSH_ALL};
+use kernel::{Effects, Label, MmId, World, TLB_FLUSH_ALL};
 use machine::tlb::TlbHit;
 use machine::{Scenario, PAGE_SIZE};
 
@@ -44,11 +44,19 @@ fn hit(pfn: u32) -> TlbHit {
 /// Step the flush on hart 0 until it calls the IPI path or returns;
 /// the program points it went through and the IPI mask it sent, if any.
 fn drive(w: &mut World, f: &mut FlushTlbRange) -> (Vec<Pc>, Option<Vec<u16>>) {
-    let mut fx = Effects::default();
+    drive_traced(w, f, &mut Effects::default())
+}
+
+/// [`drive`] with `fx` (trace labels on if `fx.tracing`).
+fn drive_traced(
+    w: &mut World,
+    f: &mut FlushTlbRange,
+    fx: &mut Effects,
+) -> (Vec<Pc>, Option<Vec<u16>>) {
     let mut pcs = vec![];
     for _ in 0..10 {
         pcs.push(f.pc);
-        match f.step(w, 0, 0, &mut fx) {
+        match f.step(w, 0, 0, fx) {
             Flow::Call(Frame::SmpCallFunctionManyCond(c)) => {
                 return (pcs, Some(c.mask.iter().collect()));
             }
@@ -83,8 +91,18 @@ fn deferral_queues_for_harts_not_running_the_asid() {
     let asid = f.d.asid as u16;
     w.cpus[1].riscv.loaded_asid = asid;
     w.cpus[2].riscv.loaded_asid = OTHER;
-    let (pcs, mask) = drive(&mut w, &mut f);
+    let mut fx = Effects {
+        tracing: true,
+        ..Effects::default()
+    };
+    let (pcs, mask) = drive_traced(&mut w, &mut f, &mut fx);
     assert_eq!(pcs, [Pc::Start, Pc::Enqueue, Pc::CheckLoaded, Pc::Send]);
+    // The trace names the one hart the flush was deferred for.
+    let read = Label::ReadLoadedAsid {
+        deferring: 1,
+        ordered: true,
+    };
+    assert!(fx.labels.contains(&read), "{:?}", fx.labels);
     assert_eq!(mask, Some(vec![0, 1]));
     assert_eq!(f.deferred.iter().collect::<Vec<_>>(), [2]);
     let c = &w.counters;
