@@ -5,7 +5,8 @@
 use kernel::arch::riscv::tlbflush::{
     local_flush_tlb_range_asid, local_tlb_flush_queue_drain, FlushTlbRange, FlushTlbRangeData, Pc,
 };
-use kernel::world::{Flow, Frame};
+use kernel::effects::Charge;
+use kernel::world::{layout, Flow, Frame};
 use kernel::{Effects, Label, MmId, World, TLB_FLUSH_ALL};
 use machine::tlb::TlbHit;
 use machine::{Scenario, PAGE_SIZE};
@@ -58,9 +59,14 @@ fn drive_traced(
         pcs.push(f.pc);
         match f.step(w, 0, 0, fx) {
             Flow::Call(Frame::SmpCallFunctionManyCond(c)) => {
+                // get_cpu() holds until the IPIs are done.
+                assert_eq!(w.cpus[0].preempt_count, 1);
                 return (pcs, Some(c.mask.iter().collect()));
             }
-            Flow::Return => return (pcs, None),
+            Flow::Return => {
+                assert_eq!(w.cpus[0].preempt_count, 0, "put_cpu() after get_cpu()");
+                return (pcs, None);
+            }
             _ => {}
         }
     }
@@ -103,6 +109,14 @@ fn deferral_queues_for_harts_not_running_the_asid() {
         ordered: true,
     };
     assert!(fx.labels.contains(&read), "{:?}", fx.labels);
+    // The enqueue writes hart 2's queue, the per-CPU line after its
+    // call_single_queue (what the cache model prices).
+    let queue_line = Charge::Line {
+        addr: (layout::call_single_queue(2) + 0x40) & !63,
+        write: true,
+        batch: false,
+    };
+    assert!(fx.charges.contains(&queue_line), "{:?}", fx.charges);
     assert_eq!(mask, Some(vec![0, 1]));
     assert_eq!(f.deferred.iter().collect::<Vec<_>>(), [2]);
     let c = &w.counters;

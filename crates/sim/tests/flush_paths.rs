@@ -34,6 +34,10 @@ fn run(s: &Scenario) -> Report {
     };
     let mut sim = Sim::new(world, CostProfile::default_for(s.machine.arch), opts);
     let end = sim.run(|_| {});
+    // Every flush returned: get_cpu() / put_cpu() balanced on every CPU.
+    for c in &sim.world.cpus {
+        assert_eq!(c.preempt_count, 0, "CPU{}", c.id);
+    }
     let r = Report::build(&sim, s.to_json(), end);
     assert_eq!(r.main_op().unwrap().count, N);
     assert!(r.violations.is_empty(), "{:?}", r.violations.first());
@@ -162,6 +166,7 @@ fn lazy_cpu_skipped_for_pages_ipid_for_freed_tables() {
     };
     let sim = run(false);
     assert!(sim.violations.is_empty(), "{:?}", sim.violations.first());
+    assert!(sim.world.cpus.iter().all(|c| c.preempt_count == 0));
     let c = &sim.world.counters;
     assert_eq!(c.irq_tlb, [0, 2, 0]);
     assert_eq!(c.irq_cal, [0, 2, 0]);
