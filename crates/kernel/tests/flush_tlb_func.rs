@@ -135,3 +135,20 @@ fn lazy_cpu_switches_to_init_mm() {
     assert_eq!(w.counters.invlpg, 0);
     assert_eq!(reason(&w, FlushReason::RemoteShootdown), 0);
 }
+
+/// Invariant 4: a CPU's generation can never be ahead of its mm's. A CPU
+/// at 5 asked for 6 while the mm is at 1 reports it (a CPU *at* the mm's
+/// generation returned earlier, as caught up, so the check is strict).
+#[test]
+fn generation_ahead_of_the_mm_is_a_violation() {
+    let (mut w, mm, t) = world();
+    let asid = w.cpus[1].tlbstate.loaded_mm_asid as usize;
+    w.cpus[1].tlbstate.ctxs[asid].tlb_gen = 5;
+    flush(&mut w, mm, t, 6);
+    let v = w.violations.first().expect("invariant 4");
+    assert_eq!((v.invariant, v.cpu), (4, 1), "{}", v.what);
+    let (mut w, mm, t) = world();
+    let gen = inc_mm_tlb_gen(&mut w, mm, &mut Effects::default());
+    flush(&mut w, mm, t, gen);
+    assert!(w.violations.is_empty());
+}
