@@ -23,22 +23,27 @@
 //! indices still replay from the initial world. `--symmetry off` turns it
 //! off. No partial-order reduction is done.
 //!
-//! Exploration: level-synchronous breadth-first search. Each level's
-//! states are expanded in chunks of 2048 parents by a rayon pool (one
-//! thread per core; `tlblab check --threads 1` or [`set_threads`] for one),
-//! each worker cloning and stepping a parent per enabled choice and
-//! fingerprinting the successor once; the results are then merged into the
-//! seen-set on one thread in frontier order (parent, then choice), which
-//! is the order of the sequential FIFO search. So verdicts, state and
-//! transition counts and the (shortest) counterexample are the same for
-//! any number of threads: the first violation in that order wins. The
-//! seen-set holds 64-bit fingerprints only; node `i` of the search tree
-//! keeps its parent and choice (8 bytes) for the counterexample path.
-//! Worlds are kept for the frontier only; successors already seen are
-//! dropped by the worker that made them, and a parent's last successor
-//! reuses the parent instead of a clone. Page-table pages and TLBs are
-//! shared copy-on-write between a world and its clones, with their hashes
-//! kept (tables) or cached (TLBs), so a step pays for what it changed.
+//! Exploration: level-synchronous breadth-first search. The seen-set
+//! holds 64-bit fingerprints only, and node `i` of the search tree keeps
+//! only its parent and choice (8 bytes); the frontier is a list of node
+//! ids. A level's worlds are rebuilt on demand by re-executing the choices
+//! from the initial world: its nodes are in tree order (parent, then
+//! choice), so a worker rebuilding a run of consecutive nodes keeps the
+//! worlds along the last path on a stack and re-executes only the steps
+//! below the common ancestor, mostly one step from the parent. Memory is
+//! then a few dozen bytes per state and one path of worlds per worker,
+//! not a level of whole worlds. Each level is expanded in chunks of 8192
+//! nodes by a rayon pool (one thread per core; `tlblab check --threads 1`
+//! or [`set_threads`] for one), each worker cloning and stepping a world
+//! per enabled choice and fingerprinting the successor once (a world's
+//! last successor reuses it instead of a clone); the results are then
+//! merged into the seen-set on one thread in frontier order, which is the
+//! order of the sequential FIFO search. So verdicts, state and transition
+//! counts and the (shortest) counterexample are the same for any number of
+//! threads: the first violation in that order wins. Page-table pages and
+//! TLBs are shared copy-on-write between a world and its clones, with
+//! their hashes kept (tables) or cached (TLBs), so a step pays for what it
+//! changed.
 //!
 //! Why not stateright: its `Model` owns states and clones one per action,
 //! which we also do, but its checkers want `actions`/`next_state` on a model
@@ -185,16 +190,14 @@ pub fn threads() -> usize {
     }
 }
 
-/// Parent states expanded in parallel between two merges into the seen-set.
-const CHUNK: usize = 2048;
+/// Frontier nodes expanded in parallel between two merges into the seen-set.
+const CHUNK: usize = 8192;
 
 /// One transition out of a frontier state, computed in parallel.
 struct Succ {
     choice: u16,
     key: u64,
     bad: bool,
-    /// `None` when the state was already seen before its chunk started.
-    world: Option<World>,
 }
 
 /// Breadth-first exploration of every interleaving from `init`, storing
@@ -212,10 +215,10 @@ pub fn explore_with(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outc
 }
 
 /// The level-synchronous search behind [`explore_with`]: each level's
-/// states are expanded in chunks, in parallel, then merged in frontier
-/// order (parent, then choice), which is the order of a sequential FIFO
-/// search, so counts, verdicts and counterexamples do not depend on the
-/// threads.
+/// nodes are rebuilt and expanded in chunks, in parallel, then merged in
+/// frontier order (parent, then choice), which is the order of a
+/// sequential FIFO search, so counts, verdicts and counterexamples do not
+/// depend on the threads. The frontier is node ids only (4 bytes each).
 fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcome {
     let t0 = Instant::now();
     let perms = group_perms(init.cpus.len(), groups);
@@ -230,7 +233,7 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
     let mut nodes: Vec<(u32, u16)> = vec![(0, 0)];
     let mut seen = FxHashSet::default();
     seen.insert(key(init));
-    let mut level: Vec<(World, u32)> = vec![(init.clone(), 0)];
+    let mut level: Vec<u32> = vec![0];
     let (mut transitions, mut depth, mut bounded) = (0usize, 0usize, false);
     let done = |verdict, transitions, depth, seen: &FxHashSet<u64>, cx| Outcome {
         verdict,
@@ -245,20 +248,18 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
     while !level.is_empty() {
         depth = d;
         if d >= bounds.max_depth {
-            bounded |= level.par_iter().any(|(w, _)| {
+            bounded |= par_rebuild(init, &nodes, &level, |_, w| {
                 let mut en = Vec::new();
                 w.enabled(&mut en);
                 !en.is_empty()
-            });
+            })
+            .into_iter()
+            .any(|more| more);
             break;
         }
         let mut next = Vec::new();
-        while !level.is_empty() {
-            let chunk: Vec<(World, u32)> = level.drain(..CHUNK.min(level.len())).collect();
-            let succs: Vec<(u32, Vec<Succ>)> = chunk
-                .into_par_iter()
-                .map(|(w, node)| (node, successors(w, &key, &seen)))
-                .collect();
+        for block in level.chunks(CHUNK) {
+            let succs = par_rebuild(init, &nodes, block, |node, w| (node, successors(w, &key)));
             for (node, list) in succs {
                 for s in list {
                     transitions += 1;
@@ -273,10 +274,7 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
                         nodes.pop();
                         continue;
                     }
-                    let w = s
-                        .world
-                        .expect("a state unseen at its chunk's start was kept");
-                    next.push((w, id));
+                    next.push(id);
                     if seen.len() >= bounds.max_states {
                         return done("bounded", transitions, depth, &seen, Vec::new());
                     }
@@ -290,9 +288,88 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
     done(verdict, transitions, depth, &seen, Vec::new())
 }
 
+/// `f` of every node of `ids` (one level, in frontier order) and its
+/// world, in that order, rebuilt by [`rebuild`] on every thread, each
+/// taking a run of consecutive nodes.
+fn par_rebuild<T: Send>(
+    init: &World,
+    nodes: &[(u32, u16)],
+    ids: &[u32],
+    f: impl Fn(u32, World) -> T + Sync,
+) -> Vec<T> {
+    // Four runs per thread balance the load; a run re-executes at most
+    // its first node's path from the root that its neighbours share.
+    let run = (ids.len() / (4 * rayon::current_num_threads())).clamp(32, 1024);
+    ids.par_chunks(run)
+        .flat_map_iter(|run| rebuild(init, nodes, run, &f))
+        .collect()
+}
+
+/// `f` of every node of `ids` and its world, re-executed from `init`
+/// along the choices from the root to it. Consecutive nodes of a level
+/// share most of their path (the frontier is in tree order: parent, then
+/// choice), so the worlds along the last path are kept on a stack and only
+/// the steps below the common ancestor are re-executed; a parent's last
+/// child here takes the parent's world instead of a clone. `step` is
+/// deterministic, so each rebuilt world is the one first reached.
+fn rebuild<T>(
+    init: &World,
+    nodes: &[(u32, u16)],
+    ids: &[u32],
+    f: impl Fn(u32, World) -> T,
+) -> Vec<T> {
+    // stack[i]: the node at depth i on the last path and its world.
+    let mut stack: Vec<(u32, World)> = vec![(0, init.clone())];
+    let mut chain = Vec::new();
+    let mut out = Vec::with_capacity(ids.len());
+    for (k, &id) in ids.iter().enumerate() {
+        chain.clear();
+        let mut n = id;
+        while n != 0 {
+            chain.push(n);
+            n = nodes[n as usize].0;
+        }
+        chain.reverse();
+        // chain[i] is the node at depth i + 1; keep the shared prefix.
+        let keep = 1 + stack[1..]
+            .iter()
+            .zip(&chain)
+            .take_while(|((a, _), b)| a == *b)
+            .count();
+        stack.truncate(keep);
+        let Some((_, above)) = chain[keep - 1..].split_last() else {
+            out.push(f(id, init.clone()));
+            continue;
+        };
+        for &n in above {
+            let w = replay_one(stack[stack.len() - 1].1.clone(), nodes[n as usize].1);
+            stack.push((n, w));
+        }
+        let parent = nodes[id as usize].0;
+        let last_child = ids
+            .get(k + 1)
+            .is_none_or(|&nx| nodes[nx as usize].0 != parent);
+        let from = match stack.len() {
+            2.. if last_child => stack.pop().expect("the parent is on the stack").1,
+            _ => stack[stack.len() - 1].1.clone(),
+        };
+        out.push(f(id, replay_one(from, nodes[id as usize].1)));
+    }
+    out
+}
+
+/// `w` after the step of choice index `choice` into its enabled steps.
+fn replay_one(mut w: World, choice: u16) -> World {
+    let mut en = Vec::new();
+    w.enabled(&mut en);
+    let (cpu, kind) = en[choice as usize];
+    w.step(cpu, kind, &mut Effects::default());
+    w
+}
+
 /// Every successor of `w` in choice order, stepping `w` itself for the
-/// last one. A successor already in `seen` keeps only its key.
-fn successors(w: World, key: &(impl Fn(&World) -> u64 + Sync), seen: &FxHashSet<u64>) -> Vec<Succ> {
+/// last one: its choice, key and whether it is bad.
+fn successors(w: World, key: &impl Fn(&World) -> u64) -> Vec<Succ> {
     let mut en = Vec::new();
     w.enabled(&mut en);
     let choices = en.clone();
@@ -303,12 +380,10 @@ fn successors(w: World, key: &(impl Fn(&World) -> u64 + Sync), seen: &FxHashSet<
         fx.clear();
         next.step(cpu, kind, &mut fx);
         next.enabled(&mut en);
-        let k = key(&next);
         out.push(Succ {
             choice: i as u16,
-            key: k,
+            key: key(&next),
             bad: bad(&next, &en),
-            world: (!seen.contains(&k)).then_some(next),
         });
     };
     if let Some(last) = choices.len().checked_sub(1) {
@@ -361,4 +436,27 @@ pub fn replay(init: &World, path: &[u16]) -> Vec<String> {
         None => {}
     }
     lines
+}
+
+/// The bare baseline of a search's bookkeeping: `transitions` inserts of
+/// 64-bit keys into a seen-set, `states` of them distinct, each new one
+/// also getting a (parent, choice) node, as [`explore_with`] does, with no
+/// world at all. Returns the bytes the set and the nodes hold at the end.
+pub fn bare_search(states: usize, transitions: usize) -> usize {
+    let states = states.max(1);
+    let mut seen = FxHashSet::default();
+    let mut nodes: Vec<(u32, u16)> = vec![(0, 0)];
+    for i in 0..transitions.max(states) {
+        // A splitmix64 finaliser spreads the keys like fingerprints.
+        let mut k = (i % states) as u64 ^ 0x9e37_79b9_7f4a_7c15;
+        k = (k ^ (k >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        k = (k ^ (k >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        if seen.insert(k ^ (k >> 31)) {
+            nodes.push(((i / 3) as u32, (i % 3) as u16));
+        }
+    }
+    std::hint::black_box(&nodes);
+    // hashbrown: a power of two of buckets, 8 bytes and a control byte each.
+    let buckets = (seen.capacity() * 8 / 7).next_power_of_two();
+    buckets * 9 + nodes.capacity() * std::mem::size_of::<(u32, u16)>()
 }

@@ -90,3 +90,74 @@ fn unknown_barrier_names_are_refused() {
     let e = build_with(c, &["inject.drop_barrier=smp_mb".into()], None).unwrap_err();
     assert!(e.to_string().contains("unknown barrier 'smp_mb'"), "{e}");
 }
+
+/// RISC-V seed (d) under the weak model: with both fences the buffered
+/// `loaded_asid` / `need_tlb_flush` stores drain in the step that made
+/// them (no state added to the seed's check); dropping either fence is
+/// caught as the store-buffering shape, with the other side's read past
+/// the buffered store printed.
+#[test]
+fn riscv_seed_fences_are_the_store_buffering_shape() {
+    let find = |n: &str| CATALOGUE.iter().find(|c| c.name == n).unwrap();
+    let run = |n: &str, m| explore(&build_with(find(n), &[], m).unwrap(), Bounds::default());
+    let (weak, sc) = (
+        run("riscv_defer_vs_switch", None),
+        run("riscv_defer_vs_switch", Some(MemoryModel::Sc)),
+    );
+    assert_eq!((weak.verdict, weak.states), (sc.verdict, sc.states));
+    let o = run("drop_set_mm_asid_fence", None);
+    assert_eq!(o.verdict, "unsafe");
+    let text = o.counterexample.join("\n");
+    assert!(
+        text.contains("reads CPU1's loaded_asid from memory while CPU1's store to it is still in its store buffer"),
+        "{text}"
+    );
+    let o = run("drop_should_ipi_flush_smp_mb", None);
+    assert_eq!(o.verdict, "unsafe");
+    let text = o.counterexample.join("\n");
+    assert!(
+        text.contains("reads CPU1's need_tlb_flush from memory while CPU0's store to it is still in its store buffer"),
+        "{text}"
+    );
+}
+
+/// arm64 under the weak model: with every barrier the TLBIs complete at
+/// their DSB in the step that issued them (no state added to the seed's
+/// checks); without the dsb(ishst) the printed counterexample shows the
+/// TLBI completing before the PTE store and a walker reading past it;
+/// a broadcast TLBI is not completed by a dsb(nsh).
+#[test]
+fn arm64_tlbis_are_in_flight_until_their_dsb() {
+    let find = |n: &str| CATALOGUE.iter().find(|c| c.name == n).unwrap();
+    let run = |n: &str, m| explore(&build_with(find(n), &[], m).unwrap(), Bounds::default());
+    for name in [
+        "arm64_wp_reuse_broadcast",
+        "arm64_wp_reuse_local_seed",
+        "arm64_madvise_race",
+    ] {
+        let (weak, sc) = (run(name, None), run(name, Some(MemoryModel::Sc)));
+        assert_eq!(
+            (weak.verdict, weak.states),
+            (sc.verdict, sc.states),
+            "{name}"
+        );
+    }
+    let o = run("drop_flush_tlb_range_dsb_ishst", None);
+    assert_eq!(o.verdict, "unsafe");
+    let text = o.counterexample.join("\n");
+    let completes = text
+        .find("the hardware completes TLBI VALE1IS")
+        .expect(&text);
+    let walk = text
+        .find("from memory while CPU0's store to it is still in its store buffer")
+        .expect(&text);
+    assert!(completes < walk, "{text}");
+    assert!(text.contains("violation I6"), "{text}");
+    let o = run("unsafe_arm64_broadcast_dsb_nsh", None);
+    assert_eq!(o.verdict, "unsafe");
+    assert!(o.counterexample.join("\n").contains("dsb(nsh)"));
+    assert_eq!(
+        run("unsafe_arm64_broadcast_dsb_nsh", Some(MemoryModel::Sc)).verdict,
+        "safe"
+    );
+}

@@ -163,6 +163,13 @@ pub struct CheckRow {
     pub states_per_cpu_s: f64,
     /// Growth of the peak resident set over the run, per distinct state.
     pub bytes_per_state: f64,
+    /// The bare baseline ([`check::bare_search`]): seen-set inserts and
+    /// node pushes for as many states and transitions, per CPU second.
+    pub bare_states_per_cpu_s: f64,
+    /// The bytes the bare baseline's set and nodes hold per state.
+    pub bare_bytes_per_state: f64,
+    /// Model cost per state in bare-baseline states.
+    pub ratio: f64,
 }
 
 /// Check `name` (exhaustively, default bounds) and measure it.
@@ -175,6 +182,10 @@ pub fn check_row(name: &str, symmetry: bool) -> Result<CheckRow, Error> {
     let o = check::configs::run(c, &[], check::Bounds::default(), symmetry)?;
     let cpu = cpu_seconds(libc::CLOCK_PROCESS_CPUTIME_ID) - c0;
     let grew = status_kib("VmHWM:").saturating_sub(rss0) * 1024;
+    let b0 = thread_cpu();
+    let bare_bytes = check::bare_search(o.states, o.transitions);
+    let bare = o.states as f64 / (thread_cpu() - b0).max(1e-9);
+    let states_per_cpu_s = o.states as f64 / cpu.max(1e-9);
     Ok(CheckRow {
         check: name.to_string(),
         symmetry,
@@ -183,8 +194,11 @@ pub fn check_row(name: &str, symmetry: bool) -> Result<CheckRow, Error> {
         wall_seconds: o.seconds,
         cpu_seconds: cpu,
         states_per_s: o.states as f64 / o.seconds.max(1e-9),
-        states_per_cpu_s: o.states as f64 / cpu.max(1e-9),
+        states_per_cpu_s,
         bytes_per_state: grew as f64 / o.states.max(1) as f64,
+        bare_states_per_cpu_s: bare,
+        bare_bytes_per_state: bare_bytes as f64 / o.states.max(1) as f64,
+        ratio: bare / states_per_cpu_s.max(1e-9),
     })
 }
 
@@ -213,7 +227,7 @@ pub fn speed(names: &[String], checks: &[String], json: bool) -> Result<(), Erro
 fn print_tables(crow: &[CheckRow], srow: &[SimRow]) {
     if !crow.is_empty() {
         println!(
-            "{:<28} {:>7} {:>9} {:>8} {:>8} {:>11} {:>11} {:>11}",
+            "{:<28} {:>7} {:>9} {:>8} {:>8} {:>11} {:>12} {:>11} {:>13} {:>10} {:>7}",
             "check (symmetry off)",
             "threads",
             "states",
@@ -221,11 +235,14 @@ fn print_tables(crow: &[CheckRow], srow: &[SimRow]) {
             "cpu s",
             "states/s",
             "states/cpu-s",
-            "bytes/state"
+            "bytes/state",
+            "bare st/cpu-s",
+            "bare B/st",
+            "ratio"
         );
         for r in crow {
             println!(
-                "{:<28} {:>7} {:>9} {:>8.2} {:>8.2} {:>11.0} {:>11.0} {:>11.0}",
+                "{:<28} {:>7} {:>9} {:>8.2} {:>8.2} {:>11.0} {:>12.0} {:>11.0} {:>13.0} {:>10.0} {:>7.1}",
                 r.check,
                 r.threads,
                 r.states,
@@ -233,7 +250,10 @@ fn print_tables(crow: &[CheckRow], srow: &[SimRow]) {
                 r.cpu_seconds,
                 r.states_per_s,
                 r.states_per_cpu_s,
-                r.bytes_per_state
+                r.bytes_per_state,
+                r.bare_states_per_cpu_s,
+                r.bare_bytes_per_state,
+                r.ratio
             );
         }
         println!();

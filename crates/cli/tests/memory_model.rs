@@ -40,3 +40,16 @@ fn the_simulator_refuses_drop_barrier_and_list_names_the_barriers() {
         assert!(out.contains(b.name), "{} missing from list", b.name);
     }
 }
+
+#[test]
+fn the_simulator_refuses_the_checker_only_dsb_switch() {
+    let (code, _, err) = tlblab(&[
+        "run",
+        "cow-reuse-race",
+        "--set",
+        "inject.arm64_broadcast_dsb_nsh=true",
+    ]);
+    assert_eq!(code, 2);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("only `tlblab check`"), "{err}");
+}

@@ -449,11 +449,19 @@ impl fmt::Display for Label {
                 "kernel access {va:#x} ({})",
                 if hit { "global TLB entry" } else { "TLB miss, walk init_mm" }
             ),
+            Label::StoreBuffered {
+                loc: loc @ crate::hw::memory_model::Loc::Tlbi { .. },
+                ..
+            } => write!(f, "issues {loc} into its store buffer (in flight until a DSB)"),
             Label::StoreBuffered { loc, val } => write!(
                 f,
                 "stores {loc} = {} into its store buffer",
                 crate::hw::memory_model::show_val(loc, val)
             ),
+            Label::Drained {
+                loc: loc @ crate::hw::memory_model::Loc::Tlbi { .. },
+                ..
+            } => write!(f, "the hardware completes {loc} (before any DSB)"),
             Label::Drained { loc, val } => write!(
                 f,
                 "store buffer drains: {loc} = {} reaches memory",
@@ -473,6 +481,13 @@ impl fmt::Display for Label {
             Label::SwitchMmReadTlbGen { mm, gen } => write!(
                 f,
                 "switch_mm_irqs_off: reads mm{mm}'s context.tlb_gen = {gen}"
+            ),
+            Label::ReadPastBuffer {
+                owner,
+                loc: loc @ crate::hw::memory_model::Loc::Tlbi { .. },
+            } => write!(
+                f,
+                "uses its TLB entry while CPU{owner}'s {loc} is still in its store buffer (no DSB has completed it)"
             ),
             Label::ReadPastBuffer { owner, loc } => write!(
                 f,

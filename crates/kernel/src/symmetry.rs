@@ -112,7 +112,8 @@ impl Renaming<'_> {
             | Frame::MadviseCollapse(_)
             | Frame::CollapseHugePage(_)
             | Frame::Vfree(_)
-            | Frame::SwitchMmIrqsOff(_) => {}
+            | Frame::SwitchMmIrqsOff(_)
+            | Frame::Arm64Dsb(_) => {}
         }
         f
     }

@@ -91,6 +91,8 @@ pub enum Frame {
     Vfree(crate::mm::vmalloc::Vfree),
     /// x86 `switch_mm_irqs_off` in its load/store/barrier steps (checker only).
     SwitchMmIrqsOff(crate::arch::x86::tlb::SwitchMmIrqsOff),
+    /// arm64: a DSB run in the step after its TLBIs (checker only).
+    Arm64Dsb(crate::arch::arm64::tlbflush::Dsb),
 }
 
 /// What a frame's step asks the CPU loop to do next.
@@ -124,6 +126,7 @@ impl Frame {
             Frame::RiscvFlushTlbRange(f) => f.step(w, cpu, task, fx),
             Frame::Vfree(f) => f.step(w, cpu, task, fx),
             Frame::SwitchMmIrqsOff(f) => f.step(w, cpu, fx),
+            Frame::Arm64Dsb(f) => f.step(w, cpu, fx),
         }
     }
 

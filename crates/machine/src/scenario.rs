@@ -389,6 +389,14 @@ pub struct InjectCfg {
     /// list` names them). Only the checker's memory models see it; the
     /// simulator is sequentially consistent and refuses it. Empty: none.
     pub drop_barrier: String,
+    /// RISC-V `tlb_flush` flushes a gather that freed page tables per
+    /// address (`sfence.vma va, asid`: leaf entries only) instead of
+    /// `flush_tlb_mm`, leaving other harts' non-leaf (walk-cache) entries.
+    pub riscv_leaf_only_table_flush: bool,
+    /// arm64 `__flush_tlb_range` completes its broadcast TLBIs with
+    /// `dsb(nsh)` instead of `dsb(ish)` (checker only: the simulator
+    /// completes every TLBI as it issues it and refuses the key).
+    pub arm64_broadcast_dsb_nsh: bool,
 }
 
 /// The paravirtual TLB-flush backend (`pv_ops.mmu.flush_tlb_multi`).
@@ -865,6 +873,16 @@ impl Scenario {
                 "inject.drop_barrier",
                 "a barrier name (tlblab list)",
                 "remove one named barrier (tlblab check only)",
+            ),
+            (
+                "inject.riscv_leaf_only_table_flush",
+                "true | false",
+                "BUG: RISC-V tlb_flush flushes freed page tables per address (leaf only)",
+            ),
+            (
+                "inject.arm64_broadcast_dsb_nsh",
+                "true | false",
+                "BUG: arm64 broadcast TLBIs completed by dsb(nsh) (tlblab check only)",
             ),
         ]
     }

@@ -100,6 +100,13 @@ struct Shared {
     /// the mm). A hint about the past, not part of the state: not compared
     /// or hashed.
     filled: u64,
+    /// `tables[t % 256]`: how many entries of the paging-structure caches
+    /// hold a table `t` of that bucket, live or stale (255 sticks: never
+    /// decremented again). `psc_holds` of a table in an empty bucket is
+    /// false without a scan (the monitor asks it of every CPU for every
+    /// freed table). Kept on insert, the only change to the entries. A
+    /// hint, not state: not compared or hashed.
+    tables: [u8; 256],
 }
 
 impl Clone for Shared {
@@ -108,6 +115,21 @@ impl Clone for Shared {
             data: self.data.clone(),
             digest: AtomicU64::new(self.digest.load(Ordering::Relaxed)),
             filled: self.filled,
+            tables: self.tables,
+        }
+    }
+}
+
+impl Shared {
+    /// `table` was just cached in place of an entry of `gone` (if valid).
+    fn note_table(&mut self, table: Pfn, gone: Option<Pfn>) {
+        let n = &mut self.tables[table as usize % 256];
+        *n = n.saturating_add(1);
+        if let Some(g) = gone {
+            let n = &mut self.tables[g as usize % 256];
+            if *n != u8::MAX {
+                *n -= 1;
+            }
         }
     }
 }
@@ -141,6 +163,7 @@ impl Tlb {
                 data: TlbData::new(entries, ways, psc_entries),
                 digest: AtomicU64::new(0),
                 filled: 0,
+                tables: [0; 256],
             }),
         }
     }
@@ -197,17 +220,21 @@ impl Tlb {
 
     /// Does the paging-structure cache hold a live pointer to `table` for `asid`?
     pub fn psc_holds(&self, asid: u16, table: Pfn) -> bool {
-        self.d().psc_holds(asid, table)
+        self.s.tables[table as usize % 256] != 0 && self.d().psc_holds(asid, table)
     }
 
     /// Remember the PTE table a walk went through.
     pub fn psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) {
-        self.m().psc_fill(asid, va, table, table_gen)
+        let s = self.shared_mut();
+        let gone = s.data.psc_fill(asid, va, table, table_gen);
+        s.note_table(table, gone);
     }
 
     /// Remember the PMD table a walk reached through the PUD entry of `va`.
     pub fn pud_psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) {
-        self.m().pud_psc_fill(asid, va, table, table_gen)
+        let s = self.shared_mut();
+        let gone = s.data.pud_psc_fill(asid, va, table, table_gen);
+        s.note_table(table, gone);
     }
 
     /// `INVLPG` / `TLBI VAE1` / `sfence.vma va, asid`: drop the translations
@@ -427,30 +454,33 @@ impl TlbData {
 
     /// Does the paging-structure cache hold a live pointer to `table` for `asid`?
     pub fn psc_holds(&self, asid: u16, table: Pfn) -> bool {
+        let (epoch, pepoch) = (self.epoch(asid), self.psc_epoch(asid));
         self.psc.iter().chain(&self.upper).any(|p| {
             p.valid
                 && p.table == table
                 && p.asid == asid
                 && p.gepoch == self.gepoch
-                && p.epoch == self.epoch(asid)
-                && p.pepoch == self.psc_epoch(asid)
+                && p.epoch == epoch
+                && p.pepoch == pepoch
         })
     }
 
-    /// Remember the PTE table a walk went through.
-    pub fn psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) {
+    /// Remember the PTE table a walk went through; the table of the
+    /// valid entry it replaced, if any.
+    pub fn psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) -> Option<Pfn> {
         let e = self.psc_entry(asid, va >> crate::HPAGE_SHIFT, table, table_gen);
-        Self::cache_insert(&mut self.psc, &mut self.psc_next, e);
+        Self::cache_insert(&mut self.psc, &mut self.psc_next, e)
     }
 
     /// Remember the PMD table a walk reached through the PUD entry of `va`.
-    pub fn pud_psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) {
+    pub fn pud_psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) -> Option<Pfn> {
         let e = self.psc_entry(asid, va >> PUD_SHIFT, table, table_gen);
-        Self::cache_insert(&mut self.upper, &mut self.upper_next, e);
+        Self::cache_insert(&mut self.upper, &mut self.upper_next, e)
     }
 
-    /// Replace the entry of the same region and ASID, else a round-robin victim.
-    fn cache_insert(cache: &mut [PscEntry], next: &mut u32, e: PscEntry) {
+    /// Replace the entry of the same region and ASID, else a round-robin
+    /// victim; the table of the valid entry replaced, if any.
+    fn cache_insert(cache: &mut [PscEntry], next: &mut u32, e: PscEntry) -> Option<Pfn> {
         let slot = match cache
             .iter()
             .position(|p| p.valid && p.region == e.region && p.asid == e.asid)
@@ -462,7 +492,8 @@ impl TlbData {
                 i
             }
         };
-        cache[slot] = e;
+        let old = std::mem::replace(&mut cache[slot], e);
+        old.valid.then_some(old.table)
     }
 
     fn psc_entry(&self, asid: u16, region: u64, table: Pfn, table_gen: u32) -> PscEntry {

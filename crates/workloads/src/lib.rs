@@ -206,6 +206,11 @@ pub fn build(s: &Scenario) -> Result<World, Error> {
             s.inject.drop_barrier
         )));
     }
+    if s.inject.arm64_broadcast_dsb_nsh {
+        return Err(Error::Config(
+            "inject.arm64_broadcast_dsb_nsh: only `tlblab check` sees TLBIs in flight (the simulator completes each as it issues it)".into(),
+        ));
+    }
     (w.build)(s, &mut world)?;
     Ok(world)
 }

@@ -31,6 +31,18 @@ pub fn main() -> Result<u8, Error> {
             "  {:<36} {}\n  {:<36} pairs with {}",
             b.name, b.kernel, "", b.pairs_with
         );
+        let set = format!("inject.drop_barrier={}", b.name);
+        for c in check::configs::CATALOGUE
+            .iter()
+            .filter(|c| c.sets.contains(&set.as_str()))
+        {
+            let verdict = if c.expect_safe {
+                "safe (finding)"
+            } else {
+                "unsafe"
+            };
+            println!("  {:<36} drop check: {} (expected {verdict})", "", c.name);
+        }
     }
     println!("\nbundled scenarios:");
     for (n, _) in tlblab::BUNDLED {

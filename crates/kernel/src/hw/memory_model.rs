@@ -88,6 +88,52 @@ pub enum Loc {
     IsLazy(CpuId),
     /// A plain variable of a litmus test (`x`, `y`, ...).
     Var(u8),
+    /// RISC-V seed (d): `per_cpu(loaded_asid, cpu)`.
+    LoadedAsid(CpuId),
+    /// RISC-V seed (d): `per_cpu(need_tlb_flush, cpu)`, which publishes
+    /// the entries queued for `cpu` (the queue itself is SC: the flag is
+    /// what the drain tests before it looks at the queue).
+    NeedTlbFlush(CpuId),
+    /// arm64: the PTE at `idx` of page-table frame `table` (the store of
+    /// `__ptep_set_access_flags`; page walkers read memory, never a store
+    /// buffer).
+    Pte { table: machine::Pfn, idx: u16 },
+    /// arm64: a TLBI issued by `cpu`, in flight until a DSB completes it
+    /// (or the hardware does, at any moment: a drain). `va ==
+    /// TLBI_WHOLE_ASID`: `TLBI ASIDE1IS`. `broadcast`: the `...IS` form
+    /// (every CPU's TLB), else this CPU's only. `leaf`: `VALE1`, leaf
+    /// entries only; else `VAE1`, the walk cache too.
+    Tlbi {
+        cpu: CpuId,
+        asid: u16,
+        va: u64,
+        broadcast: bool,
+        leaf: bool,
+    },
+}
+
+/// [`Loc::Tlbi`]'s `va` for a whole-ASID invalidation.
+pub const TLBI_WHOLE_ASID: u64 = u64::MAX;
+
+impl Loc {
+    /// Is this an in-flight TLBI that, once complete, drops `cpu`'s
+    /// translation of `va` under `asid`?
+    pub fn tlbi_covers(self, cpu: CpuId, asid: u16, va: u64) -> bool {
+        match self {
+            Loc::Tlbi {
+                cpu: by,
+                asid: a,
+                va: v,
+                broadcast,
+                ..
+            } => {
+                (broadcast || by == cpu)
+                    && a == asid
+                    && (v == TLBI_WHOLE_ASID || v == va & !(machine::PAGE_SIZE - 1))
+            }
+            _ => false,
+        }
+    }
 }
 
 impl Loc {
@@ -97,6 +143,21 @@ impl Loc {
             Loc::MmCpumask { mm, cpu } => Loc::MmCpumask { mm, cpu: f(cpu) },
             Loc::LoadedMm(c) => Loc::LoadedMm(f(c)),
             Loc::IsLazy(c) => Loc::IsLazy(f(c)),
+            Loc::LoadedAsid(c) => Loc::LoadedAsid(f(c)),
+            Loc::NeedTlbFlush(c) => Loc::NeedTlbFlush(f(c)),
+            Loc::Tlbi {
+                cpu,
+                asid,
+                va,
+                broadcast,
+                leaf,
+            } => Loc::Tlbi {
+                cpu: f(cpu),
+                asid,
+                va,
+                broadcast,
+                leaf,
+            },
             other => other,
         }
     }
@@ -110,6 +171,24 @@ impl std::fmt::Display for Loc {
             Loc::LoadedMm(c) => write!(f, "CPU{c}'s cpu_tlbstate.loaded_mm"),
             Loc::IsLazy(c) => write!(f, "CPU{c}'s cpu_tlbstate_shared.is_lazy"),
             Loc::Var(v) => write!(f, "{}", (b'x' + v) as char),
+            Loc::LoadedAsid(c) => write!(f, "CPU{c}'s loaded_asid"),
+            Loc::NeedTlbFlush(c) => write!(f, "CPU{c}'s need_tlb_flush"),
+            Loc::Pte { table, idx } => write!(f, "the PTE at index {idx} of table frame {table}"),
+            Loc::Tlbi {
+                asid,
+                va,
+                broadcast,
+                leaf,
+                ..
+            } => {
+                let is = if *broadcast { "IS" } else { "" };
+                if *va == TLBI_WHOLE_ASID {
+                    write!(f, "TLBI ASIDE1{is} asid {asid}")
+                } else {
+                    let op = if *leaf { "VALE1" } else { "VAE1" };
+                    write!(f, "TLBI {op}{is} asid {asid} {va:#x}")
+                }
+            }
         }
     }
 }
@@ -128,6 +207,10 @@ pub enum Order {
     /// Earlier loads before later loads: `smp_rmb()`, `dmb ishld`,
     /// `fence r,r`. No effect on a store buffer.
     LoadLoad,
+    /// arm64 `dsb(nsh)`: completes this CPU's local TLBIs and drains its
+    /// stores; a broadcast TLBI stays in flight (its completion on the
+    /// other CPUs needs a `dsb(ish)`).
+    NonShareable,
 }
 
 /// One buffered store.
@@ -203,6 +286,20 @@ impl StoreBuffer {
                 Vec::new()
             }
             Order::LoadLoad => Vec::new(),
+            Order::NonShareable => {
+                let all = std::mem::take(&mut self.entries);
+                let (keep, go) = all.into_iter().partition(|e| {
+                    matches!(
+                        e.loc,
+                        Loc::Tlbi {
+                            broadcast: true,
+                            ..
+                        }
+                    )
+                });
+                self.entries = keep;
+                go
+            }
         }
     }
 
@@ -239,6 +336,35 @@ mod tests {
         assert!(b.is_empty());
     }
 
+    /// `dsb(nsh)` completes this CPU's local TLBIs (and drains its stores)
+    /// but leaves a broadcast TLBI in flight; `dsb(ish)` completes both.
+    #[test]
+    fn dsb_nsh_completes_local_tlbis_only() {
+        let tlbi = |broadcast| Loc::Tlbi {
+            cpu: 0,
+            asid: 1,
+            va: 0x1000,
+            broadcast,
+            leaf: true,
+        };
+        let mut b = StoreBuffer::default();
+        b.push(tlbi(true), 1);
+        b.push(Loc::Var(0), 1);
+        b.push(tlbi(false), 1);
+        let done = b.barrier(Order::NonShareable);
+        assert_eq!(done.len(), 2);
+        assert_eq!(b.entries.len(), 1);
+        assert!(
+            b.entries[0].loc.tlbi_covers(1, 1, 0x1234),
+            "broadcast: every CPU"
+        );
+        assert!(
+            !tlbi(false).tlbi_covers(1, 1, 0x1000),
+            "local: the issuer only"
+        );
+        assert_eq!(b.barrier(Order::Full).len(), 1);
+    }
+
     #[test]
     fn a_full_buffer_spills_its_oldest_store() {
         let mut b = StoreBuffer::default();
@@ -273,6 +399,22 @@ pub const SWITCH_MM_LAZY_SMP_MB: &str = "switch_mm_irqs_off.lazy_smp_mb";
 pub const INC_MM_TLB_GEN: &str = "inc_mm_tlb_gen.atomic64_inc_return";
 /// `should_flush_tlb`: the `smp_rmb()` between the `loaded_mm` and `is_lazy` reads.
 pub const SHOULD_FLUSH_TLB_SMP_RMB: &str = "should_flush_tlb.smp_rmb";
+
+/// RISC-V seed (d), `set_mm_asid`: the fence between publishing
+/// `loaded_asid` and testing `need_tlb_flush`.
+pub const SET_MM_ASID_FENCE: &str = "set_mm_asid.RISCV_FENCE(w,r)";
+/// RISC-V seed (d), `should_ipi_flush`: the fence between the enqueue
+/// (`need_tlb_flush = true`) and the re-read of `loaded_asid`.
+pub const SHOULD_IPI_FLUSH_SMP_MB: &str = "should_ipi_flush.smp_mb";
+
+/// arm64 `__flush_tlb_range` / `flush_tlb_page`: the `dsb(ishst)` before the TLBIs.
+pub const FLUSH_TLB_RANGE_DSB_ISHST: &str = "__flush_tlb_range.dsb(ishst)";
+/// arm64 `__flush_tlb_range` / `flush_tlb_page`: the `dsb(ish)` after the TLBIs.
+pub const FLUSH_TLB_RANGE_DSB_ISH: &str = "__flush_tlb_range.dsb(ish)";
+/// arm64 seed: `local_flush_tlb_page`'s `dsb(nshst)` before the TLBI.
+pub const LOCAL_FLUSH_DSB_NSHST: &str = "local_flush_tlb_page.dsb(nshst)";
+/// arm64 seed: `local_flush_tlb_page`'s `dsb(nsh)` after the TLBI.
+pub const LOCAL_FLUSH_DSB_NSH: &str = "local_flush_tlb_page.dsb(nsh)";
 
 /// Every named barrier of the modelled paths (`tlblab list` prints them).
 pub const BARRIERS: &[NamedBarrier] = &[
@@ -314,6 +456,54 @@ pub const BARRIERS: &[NamedBarrier] = &[
                      LOADED_MM_SWITCHING (\"Ensure 'is_lazy' is at least as new as 'loaded_mm'\"); \
                      on x86 smp_rmb() is only a compiler barrier",
     },
+    NamedBarrier {
+        name: SET_MM_ASID_FENCE,
+        kernel: "arch/riscv/mm/context.c: set_mm_asid (seed (d) RFC v1 patch 4: loaded_asid = asid; \
+                 RISCV_FENCE(w,r); drain the flush queue if need_tlb_flush)",
+        order: Order::Full,
+        pairs_with: "should_ipi_flush's smp_mb (store-buffering shape): either the flusher re-reads the \
+                     new loaded_asid and IPIs this hart, or this hart sees need_tlb_flush and drains the queue",
+    },
+    NamedBarrier {
+        name: SHOULD_IPI_FLUSH_SMP_MB,
+        kernel: "arch/riscv/mm/tlbflush.c: should_ipi_flush (seed (d) RFC v1 patch 3: enqueue, \
+                 need_tlb_flush = true; smp_mb(); re-read loaded_asid)",
+        order: Order::Full,
+        pairs_with: "set_mm_asid's RISCV_FENCE(w,r): the queued entry is visible before loaded_asid is \
+                     re-read, so a hart that switched into the ASID in between drains it",
+    },
+    NamedBarrier {
+        name: FLUSH_TLB_RANGE_DSB_ISHST,
+        kernel: "arch/arm64/include/asm/tlbflush.h: __flush_tlb_range_nosync / __flush_tlb_page_nosync \
+                 (dsb(ishst) before __tlbi(vale1is)); the model's flush_tlb_page is a one-page __flush_tlb_range",
+        order: Order::Full,
+        pairs_with: "the hardware page walkers: the new PTE is visible to every walker before the TLBI, \
+                     else a walker re-caches the old entry after the TLBI completes (Ryan Roberts in the \
+                     seed thread: \"Without it, you could end up with the old value immediately re-cached\")",
+    },
+    NamedBarrier {
+        name: FLUSH_TLB_RANGE_DSB_ISH,
+        kernel: "arch/arm64/include/asm/tlbflush.h: __flush_tlb_range / flush_tlb_page (dsb(ish) after the TLBIs)",
+        order: Order::Full,
+        pairs_with: "the broadcast TLBIs before it: they are complete on every CPU of the inner-shareable \
+                     domain only at this DSB, and the caller frees the pages after it returns",
+    },
+    NamedBarrier {
+        name: LOCAL_FLUSH_DSB_NSHST,
+        kernel: "arch/arm64/include/asm/tlbflush.h: __local_flush_tlb_page_nonotify_nosync \
+                 (seed: dsb(nshst) before __tlbi(vale1))",
+        order: Order::Full,
+        pairs_with: "this CPU's page walker: the new PTE is visible to it before the local TLBI \
+                     (\"If you're doing local invalidation, then nsh is sufficient\")",
+    },
+    NamedBarrier {
+        name: LOCAL_FLUSH_DSB_NSH,
+        kernel: "arch/arm64/include/asm/tlbflush.h: local_flush_tlb_page / local_flush_tlb_page_nonotify \
+                 (seed: dsb(nsh) after __tlbi(vale1))",
+        order: Order::NonShareable,
+        pairs_with: "the local TLBI before it: complete on this CPU at this DSB (a broadcast TLBI would \
+                     stay in flight past a dsb(nsh))",
+    },
 ];
 
 /// Look a named barrier up.
@@ -331,6 +521,10 @@ pub fn read_mem(w: &World, loc: Loc) -> u64 {
         Loc::MmTlbGen(mm) => w.mms[mm as usize].tlb_gen,
         Loc::LoadedMm(c) => w.cpus[c as usize].tlbstate.loaded_mm as u64,
         Loc::IsLazy(c) => w.cpus[c as usize].tlbstate.is_lazy as u64,
+        Loc::LoadedAsid(c) => w.cpus[c as usize].riscv.loaded_asid as u64,
+        Loc::NeedTlbFlush(c) => w.cpus[c as usize].riscv.need_flush as u64,
+        Loc::Pte { table, idx } => w.mem.read(table, idx as usize).unwrap_or(0),
+        Loc::Tlbi { .. } => unreachable!("a TLBI is never loaded"),
         Loc::Var(_) => unreachable!("litmus variables live in hw::litmus"),
     }
 }
@@ -349,6 +543,10 @@ pub fn write_mem(w: &mut World, loc: Loc, val: u64) {
         Loc::MmTlbGen(mm) => w.mms[mm as usize].tlb_gen = val,
         Loc::LoadedMm(c) => w.cpus[c as usize].tlbstate.loaded_mm = val as crate::MmId,
         Loc::IsLazy(c) => w.cpus[c as usize].tlbstate.is_lazy = val != 0,
+        Loc::LoadedAsid(c) => w.cpus[c as usize].riscv.loaded_asid = val as u16,
+        Loc::NeedTlbFlush(c) => w.cpus[c as usize].riscv.need_flush = val != 0,
+        Loc::Pte { table, idx } => w.mem.write(table, idx as usize, val),
+        Loc::Tlbi { .. } => crate::arch::arm64::tlbflush::tlbi_complete(w, loc),
         Loc::Var(_) => unreachable!("litmus variables live in hw::litmus"),
     }
 }
@@ -401,7 +599,10 @@ pub fn barrier(
         }
     }
     let drained = w.membufs[cpu as usize].barrier(order);
-    if let (Some(n), true) = (name, !drained.is_empty()) {
+    // A dsb(nsh) is shown even when it completes nothing: a broadcast
+    // TLBI it leaves in flight is the point.
+    let shown = !drained.is_empty() || order == Order::NonShareable;
+    if let (Some(n), true) = (name, shown) {
         fx.label(Label::Barrier {
             name: n,
             drained: drained.len() as u8,
@@ -439,7 +640,45 @@ pub fn show_val(loc: Loc, val: u64) -> String {
             "LOADED_MM_SWITCHING".into()
         }
         Loc::LoadedMm(_) => format!("mm{val}"),
-        Loc::IsLazy(_) => (val != 0).to_string(),
+        Loc::IsLazy(_) | Loc::NeedTlbFlush(_) => (val != 0).to_string(),
+        Loc::LoadedAsid(_) => format!("asid {val}"),
+        Loc::Pte { .. } => format!("{val:#x}"),
         _ => val.to_string(),
     }
+}
+
+/// The in-flight TLBI (and its issuer) that would drop `cpu`'s translation
+/// of `va` under `asid`, if any (for the counterexample: a TLB hit that a
+/// completed TLBI would have prevented).
+pub fn pending_tlbi(w: &World, cpu: CpuId, asid: u16, va: u64) -> Option<(CpuId, Loc)> {
+    w.membufs.iter().enumerate().find_map(|(owner, b)| {
+        b.entries
+            .iter()
+            .find(|e| e.loc.tlbi_covers(cpu, asid, va))
+            .map(|e| (owner as CpuId, e.loc))
+    })
+}
+
+/// A page walk by `cpu` read `loc` from memory: label it when another
+/// CPU still holds a store to it (walkers never read a store buffer).
+pub fn walker_read(w: &World, cpu: CpuId, loc: Loc, fx: &mut Effects) {
+    if !fx.tracing || w.cfg.memory_model == MemoryModel::Sc {
+        return;
+    }
+    for (owner, b) in w.membufs.iter().enumerate() {
+        if owner != cpu as usize && b.forward(loc).is_some() {
+            fx.label(Label::ReadPastBuffer {
+                owner: owner as CpuId,
+                loc,
+            });
+        }
+    }
+}
+
+/// Checker only: is a TLBI in flight that will drop `cpu`'s translation
+/// of `va` in its loaded ASID? (A spurious fault on that entry is then no
+/// livelock: the hardware completes every TLBI eventually.)
+pub fn tlbi_in_flight(w: &World, cpu: CpuId, va: u64) -> bool {
+    w.cfg.memory_model != MemoryModel::Sc
+        && pending_tlbi(w, cpu, w.cpus[cpu as usize].tlbstate.loaded_mm_asid, va).is_some()
 }

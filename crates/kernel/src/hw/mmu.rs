@@ -46,6 +46,11 @@ pub fn user_access(w: &mut World, cpu: CpuId, va: u64, write: bool, fx: &mut Eff
                 ),
             );
         }
+        if fx.tracing && w.cfg.memory_model != crate::hw::memory_model::MemoryModel::Sc {
+            if let Some((owner, loc)) = crate::hw::memory_model::pending_tlbi(w, cpu, asid, va) {
+                fx.label(Label::ReadPastBuffer { owner, loc });
+            }
+        }
         check_frame(w, cpu, va, h, "TLB hit");
         w.counters.tlb_hits += 1;
         fx.label(Label::UserAccess {
@@ -95,7 +100,13 @@ pub fn user_access(w: &mut World, cpu: CpuId, va: u64, write: bool, fx: &mut Eff
             None,
         ),
         Some(Walk::Table(t)) => {
-            let e = w.mem.read(t, table_index(va, 1)).unwrap_or(0);
+            let idx = table_index(va, 1);
+            let e = w.mem.read(t, idx).unwrap_or(0);
+            let loc = crate::hw::memory_model::Loc::Pte {
+                table: t,
+                idx: idx as u16,
+            };
+            crate::hw::memory_model::walker_read(w, cpu, loc, fx);
             if !pte::present(e) {
                 return Access::Fault;
             }

@@ -233,6 +233,9 @@ fn spurious_fault(
 /// at one address is a livelock. The monitor then drops the entry itself
 /// (recorded, counted) so that the run can go on and report everything else.
 fn spurious_fault_monitor(w: &mut World, cpu: CpuId, task: TaskId, va: u64) {
+    if crate::hw::memory_model::tlbi_in_flight(w, cpu, va) {
+        return; // the hardware will complete it and drop the entry
+    }
     let page = va & !(PAGE_SIZE - 1);
     let t = &mut w.tasks[task as usize];
     if t.spurious_va == page {

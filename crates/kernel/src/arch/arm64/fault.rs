@@ -2,8 +2,12 @@
 //! access-flag / write-permission upgrade and the spurious-fault fix-up
 //! (seed arm64-local-tlbi-wp-fault).
 
-use crate::arch::arm64::tlbflush::{flush_tlb_page, local_flush_tlb_page};
+use crate::arch::arm64::tlbflush::{
+    defer_dsb, flush_tlb_page, flush_tlb_range_weak, local_flush_tlb_page,
+    local_flush_tlb_page_weak, weak,
+};
 use crate::effects::Effects;
+use crate::hw::memory_model::{self as mo, Loc};
 use crate::world::World;
 use crate::MmId;
 use machine::scenario::{SpuriousFaultFlush, WpReuseFlush};
@@ -27,6 +31,9 @@ pub fn __ptep_set_access_flags(
     dirty: bool,
     fx: &mut Effects,
 ) -> bool {
+    if dirty && weak(w) {
+        return ptep_set_access_flags_weak(w, cpu, mm, table, idx, va, entry, fx);
+    }
     let old = w.mem.read(table, idx).unwrap_or(0);
     if old == entry {
         return false;
@@ -42,6 +49,42 @@ pub fn __ptep_set_access_flags(
     true
 }
 
+/// `__ptep_set_access_flags` of a write under the checker's weak model: the
+/// PTE store goes into this CPU's store buffer, then the flush as
+/// [`flush_tlb_range_weak`] / [`local_flush_tlb_page_weak`] model it
+/// (`dsb(ishst)` or `dsb(nshst)` makes the store visible to the walkers
+/// before the TLBI). A young-only update (no flush) stays sequentially
+/// consistent.
+#[allow(clippy::too_many_arguments)]
+fn ptep_set_access_flags_weak(
+    w: &mut World,
+    cpu: CpuId,
+    mm: MmId,
+    table: Pfn,
+    idx: usize,
+    va: u64,
+    entry: u64,
+    fx: &mut Effects,
+) -> bool {
+    let loc = Loc::Pte {
+        table,
+        idx: idx as u16,
+    };
+    if mo::load(w, cpu, loc, fx) == entry {
+        return false;
+    }
+    mo::store(w, cpu, loc, entry, fx);
+    let page = va & !(machine::PAGE_SIZE - 1);
+    let dsb = match w.cfg.arm64.wp_reuse_flush {
+        WpReuseFlush::Broadcast => {
+            flush_tlb_range_weak(w, cpu, mm, page, page + machine::PAGE_SIZE, true, fx)
+        }
+        WpReuseFlush::Local => local_flush_tlb_page_weak(w, cpu, mm, va, fx),
+    };
+    defer_dsb(w, cpu, dsb);
+    true
+}
+
 /// arch/arm64/include/asm/pgtable.h: `flush_tlb_fix_spurious_fault`: a no-op
 /// upstream; the seed makes it `local_flush_tlb_page_nonotify`, so a CPU that
 /// faulted on a stale read-only entry drops it and the retry succeeds.
@@ -54,6 +97,10 @@ pub fn flush_tlb_fix_spurious_fault(
 ) {
     match w.cfg.arm64.spurious_fault_flush {
         SpuriousFaultFlush::None => {}
+        SpuriousFaultFlush::Local if weak(w) => {
+            let dsb = local_flush_tlb_page_weak(w, cpu, mm, va, fx);
+            defer_dsb(w, cpu, dsb);
+        }
         SpuriousFaultFlush::Local => local_flush_tlb_page(w, cpu, mm, va, fx),
     }
 }

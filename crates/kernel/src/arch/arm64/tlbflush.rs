@@ -9,7 +9,8 @@
 //! behind other cores' broadcasts, a fan-out to every core, the sync.
 
 use crate::effects::{Effects, Label};
-use crate::world::{Flow, World};
+use crate::hw::memory_model::{self as mo, Loc, MemoryModel, Order, TLBI_WHOLE_ASID};
+use crate::world::{Flow, Frame, World};
 use crate::{MmId, TaskId, INIT_MM};
 use machine::{Cost, CpuId, PAGE_SHIFT, PAGE_SIZE};
 
@@ -156,6 +157,164 @@ pub fn local_flush_tlb_page(w: &mut World, cpu: CpuId, mm: MmId, va: u64, fx: &m
     fx.label(Label::TlbiLocal { asid, va });
 }
 
+/// The checker's weak model is on: TLBIs stay in flight until a DSB
+/// completes them (the simulator completes them as it issues them).
+pub fn weak(w: &World) -> bool {
+    w.cfg.memory_model != MemoryModel::Sc
+}
+
+/// An in-flight TLBI completes (at a DSB, or whenever the hardware gets to
+/// it): apply it to the TLBs it reaches. A local one is the seed's
+/// `TLBI VALE1`, applied as the simulator's `local_flush_tlb_page` does.
+pub fn tlbi_complete(w: &mut World, loc: Loc) {
+    let Loc::Tlbi {
+        cpu,
+        asid,
+        va,
+        broadcast,
+        leaf,
+    } = loc
+    else {
+        return;
+    };
+    let range = (va != TLBI_WHOLE_ASID).then_some((va, va + PAGE_SIZE, PAGE_SIZE));
+    match (broadcast, range) {
+        (true, _) => tlbi_is_all_cpus(w, asid, range, leaf),
+        (false, Some(_)) => w.cpus[cpu as usize].tlb.flush_one(asid, va),
+        (false, None) => w.cpus[cpu as usize].tlb.flush_asid(asid),
+    }
+}
+
+/// A DSB that runs in the next step of its CPU (checker only): the window
+/// between the TLBIs and the DSB, in which other CPUs' walkers run.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Dsb {
+    pub name: &'static str,
+    pub order: Order,
+    pub yielded: bool,
+}
+
+impl Dsb {
+    pub fn step(&mut self, w: &mut World, cpu: CpuId, fx: &mut Effects) -> Flow {
+        if !self.yielded {
+            self.yielded = true;
+            return Flow::Yield;
+        }
+        mo::barrier(w, cpu, Some(self.name), self.order, fx);
+        Flow::Return
+    }
+}
+
+/// Does `cpu` still buffer a store (not a TLBI)? Only when the `dsb(*st)`
+/// before the TLBIs was dropped.
+fn store_buffered(w: &World, cpu: CpuId) -> bool {
+    w.membufs[cpu as usize]
+        .entries
+        .iter()
+        .any(|e| !matches!(e.loc, Loc::Tlbi { .. }))
+}
+
+/// `__flush_tlb_range` by `cpu` under the checker's weak model:
+/// `dsb(ishst)`, the TLBIs (in flight), `dsb(ish)`. The DSB is returned
+/// to run in this CPU's next step when a store is still buffered at it
+/// (only without the `dsb(ishst)`): then walkers may run between the TLBIs
+/// and the store. Ranges the simulator turns into a whole-ASID flush, and
+/// ranges of more than `STORE_BUFFER_DEPTH` pages, complete at once.
+#[allow(clippy::too_many_arguments)]
+pub fn flush_tlb_range_weak(
+    w: &mut World,
+    cpu: CpuId,
+    mm: MmId,
+    start: u64,
+    end: u64,
+    last_level: bool,
+    fx: &mut Effects,
+) -> Option<Dsb> {
+    let pages = (end - start).div_ceil(PAGE_SIZE);
+    if pages > mo::STORE_BUFFER_DEPTH as u64 || w.mms[mm as usize].context_id == 0 {
+        __flush_tlb_range(w, mm, start, end, PAGE_SIZE, last_level, fx);
+        return None;
+    }
+    let asid = asid_of(w, mm);
+    mo::barrier(w, cpu, Some(mo::FLUSH_TLB_RANGE_DSB_ISHST), Order::Full, fx);
+    for i in 0..pages {
+        let va = start + i * PAGE_SIZE;
+        let loc = Loc::Tlbi {
+            cpu,
+            asid,
+            va,
+            broadcast: true,
+            leaf: last_level,
+        };
+        mo::store(w, cpu, loc, 1, fx);
+    }
+    fx.cost(Cost::TlbiIs, pages as u32);
+    fx.dvm(pages as u32);
+    w.counters.tlbi_is += pages;
+    w.counters.dsb_ish += 1;
+    let dsb = if w.cfg.inject.arm64_broadcast_dsb_nsh {
+        Dsb {
+            name: "__flush_tlb_range.dsb(nsh) (inject.arm64_broadcast_dsb_nsh)",
+            order: Order::NonShareable,
+            yielded: false,
+        }
+    } else {
+        Dsb {
+            name: mo::FLUSH_TLB_RANGE_DSB_ISH,
+            order: Order::Full,
+            yielded: false,
+        }
+    };
+    if store_buffered(w, cpu) {
+        return Some(dsb);
+    }
+    mo::barrier(w, cpu, Some(dsb.name), dsb.order, fx);
+    None
+}
+
+/// The seed's `local_flush_tlb_page` by `cpu` under the checker's weak
+/// model: `dsb(nshst)`, `TLBI VALE1` (in flight), `dsb(nsh)`; the DSB in
+/// the next step when a store is still buffered at it.
+pub fn local_flush_tlb_page_weak(
+    w: &mut World,
+    cpu: CpuId,
+    mm: MmId,
+    va: u64,
+    fx: &mut Effects,
+) -> Option<Dsb> {
+    let asid = asid_of(w, mm);
+    mo::barrier(w, cpu, Some(mo::LOCAL_FLUSH_DSB_NSHST), Order::Full, fx);
+    let loc = Loc::Tlbi {
+        cpu,
+        asid,
+        va: va & !(PAGE_SIZE - 1),
+        broadcast: false,
+        leaf: true,
+    };
+    mo::store(w, cpu, loc, 1, fx);
+    fx.cost(Cost::TlbiLocal, 1);
+    w.counters.tlbi_local += 1;
+    let dsb = Dsb {
+        name: mo::LOCAL_FLUSH_DSB_NSH,
+        order: Order::NonShareable,
+        yielded: false,
+    };
+    if store_buffered(w, cpu) {
+        return Some(dsb);
+    }
+    mo::barrier(w, cpu, Some(dsb.name), dsb.order, fx);
+    None
+}
+
+/// Run `dsb` in the next step of `cpu`'s current task: pushed above the
+/// fault being handled, which returns right after (the kernel holds the
+/// PTE lock across TLBI and DSB; the model's fault path ends there).
+pub fn defer_dsb(w: &mut World, cpu: CpuId, dsb: Option<Dsb>) {
+    if let (Some(d), Some(t)) = (dsb, w.cpus[cpu as usize].curr) {
+        w.tasks[t as usize].kstack.push(Frame::Arm64Dsb(d));
+    }
+}
+
 /// arch/arm64/include/asm/tlb.h: `tlb_flush`: `__flush_tlb_range` of what
 /// the gather covered with `last_level = !freed_tables` and the stride of
 /// `tlb_get_unmap_size` (2 MiB if only huge PMDs were cleared). No IPIs,
@@ -169,6 +328,13 @@ pub fn tlb_flush(w: &mut World, task: TaskId, fx: &mut Effects) -> Flow {
     let (mm, start, end) = (g.mm, g.start, g.end);
     let last_level = !g.freed_tables;
     let stride = tlb_get_unmap_size(w, task);
+    if weak(w) && stride == PAGE_SIZE {
+        let cpu = w.tasks[task as usize].cpu;
+        return match flush_tlb_range_weak(w, cpu, mm, start, end, last_level, fx) {
+            Some(dsb) => Flow::CallYield(Frame::Arm64Dsb(dsb)),
+            None => Flow::Yield,
+        };
+    }
     __flush_tlb_range(w, mm, start, end, stride, last_level, fx);
     Flow::Yield
 }

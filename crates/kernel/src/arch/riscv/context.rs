@@ -4,6 +4,7 @@
 
 use crate::arch::riscv::tlbflush::local_tlb_flush_queue_drain;
 use crate::effects::{Effects, Label};
+use crate::hw::memory_model::{self as mo, Loc, Order};
 use crate::world::World;
 use crate::{MmId, INIT_MM};
 use machine::{Cost, CpuId};
@@ -46,8 +47,14 @@ pub fn switch_mm(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) {
 
 /// `set_mm_asid`: an ASID of the current generation (`__new_context` on
 /// rollover, `local_flush_tlb_all` if this hart has a rollover flush
-/// pending), `satp` with it; seed (d): publish `loaded_asid`, `smp_mb()`,
-/// drain the hart's deferred flushes.
+/// pending), `satp` with it; seed (d): publish `loaded_asid`,
+/// `RISCV_FENCE(w,r)`, drain the hart's deferred flushes. The checker
+/// runs the three as a store, a named barrier and a load of the weak
+/// model in one step: until the fence the store sits in this hart's own
+/// buffer, invisible to the others, so a boundary between store and fence
+/// adds no behaviour; a boundary between fence and load neither (the only
+/// store the load could newly see is a drain of `need_tlb_flush`, which
+/// commutes to before this step).
 fn set_mm_asid(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) -> bool {
     let c = cpu as usize;
     let (asid, flush) = crate::arch::asid::asid_for_switch(w, cpu, next, fx);
@@ -60,9 +67,13 @@ fn set_mm_asid(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) -> bool 
     ts.loaded_mm = next;
     ts.loaded_mm_asid = asid;
     if w.cfg.riscv.defer_flush_to_context_switch {
-        w.cpus[c].riscv.loaded_asid = asid;
+        // Store-buffering shape with should_ipi_flush: publish loaded_asid,
+        // fence w,r, then test need_tlb_flush. Either the flusher re-reads
+        // the new loaded_asid (and IPIs), or this hart sees its enqueue.
+        mo::store(w, cpu, Loc::LoadedAsid(cpu), asid as u64, fx);
         fx.write(crate::world::layout::cpu_tlbstate(cpu));
-        fx.cost(Cost::AtomicOp, 1); // fence w,r: pairs with should_ipi_flush's
+        fx.cost(Cost::AtomicOp, 1);
+        mo::barrier(w, cpu, Some(mo::SET_MM_ASID_FENCE), Order::Full, fx);
         local_tlb_flush_queue_drain(w, cpu, asid, fx);
     }
     flush

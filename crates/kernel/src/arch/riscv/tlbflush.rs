@@ -18,6 +18,7 @@
 //! between, apply an empty queue, and run on stale entries.
 
 use crate::effects::{Effects, Label};
+use crate::hw::memory_model::{self as mo, Loc, Order};
 use crate::kernel_smp::{CallFunc, Cond, SmpCallFunctionManyCond};
 use crate::world::{Flow, Frame, World};
 use crate::{MmId, TaskId, TLB_FLUSH_ALL};
@@ -121,7 +122,9 @@ pub fn tlb_flush(w: &World, task: TaskId) -> Flow {
     if !g.needs_flush() {
         return Flow::Continue;
     }
-    let (mm, start, end) = if g.freed_tables {
+    // inject.riscv_leaf_only_table_flush: the variant that forgets the
+    // walk cache (per-address sfence.vma although tables were freed).
+    let (mm, start, end) = if g.freed_tables && !w.cfg.inject.riscv_leaf_only_table_flush {
         (g.mm, 0, TLB_FLUSH_ALL)
     } else {
         (g.mm, g.start, g.end)
@@ -189,8 +192,8 @@ pub fn __ipi_flush_tlb_range_asid(
 ) {
     fx.cost(Cost::FlushTlbFuncFixed, 1);
     local_flush_tlb_range_asid(w, cpu, d, fx);
-    if w.cpus[cpu as usize].riscv.need_flush {
-        let asid = w.cpus[cpu as usize].riscv.loaded_asid;
+    if mo::load(w, cpu, Loc::NeedTlbFlush(cpu), fx) != 0 {
+        let asid = mo::load(w, cpu, Loc::LoadedAsid(cpu), fx) as u16;
         local_tlb_flush_queue_drain(w, cpu, asid, fx);
     }
 }
@@ -302,20 +305,22 @@ impl FlushTlbRange {
             Pc::Enqueue => {
                 for t in self.cmask.iter().filter(|&t| t != cpu) {
                     fx.read(crate::world::layout::cpu_tlbstate(t));
-                    if w.cpus[t as usize].riscv.loaded_asid as u32 == self.d.asid {
+                    if mo::load(w, cpu, Loc::LoadedAsid(t), fx) as u32 == self.d.asid {
                         count_kept(w, t, self.mm);
-                    } else if enqueue(w, t, self.d, fx) {
+                    } else if enqueue(w, cpu, t, self.d, fx) {
                         self.deferred.set(t);
                     }
                 }
                 self.pc = Pc::CheckLoaded;
-                // The queue stores are visible before the loads below (fence w,r).
+                // The need_tlb_flush stores are visible before the loads
+                // below: pairs with set_mm_asid's RISCV_FENCE(w,r).
+                mo::barrier(w, cpu, Some(mo::SHOULD_IPI_FLUSH_SMP_MB), Order::Full, fx);
                 Flow::Yield
             }
             Pc::CheckLoaded => {
                 for t in self.deferred.iter() {
                     fx.read(crate::world::layout::cpu_tlbstate(t));
-                    if w.cpus[t as usize].riscv.loaded_asid as u32 != self.d.asid {
+                    if mo::load(w, cpu, Loc::LoadedAsid(t), fx) as u32 != self.d.asid {
                         self.cmask.clear(t);
                         w.counters.deferred_flushes += 1;
                     } else {
@@ -336,7 +341,7 @@ impl FlushTlbRange {
             Pc::ReadLoadedFirst => {
                 for t in self.cmask.iter().filter(|&t| t != cpu) {
                     fx.read(crate::world::layout::cpu_tlbstate(t));
-                    if w.cpus[t as usize].riscv.loaded_asid as u32 != self.d.asid {
+                    if mo::load(w, cpu, Loc::LoadedAsid(t), fx) as u32 != self.d.asid {
                         self.deferred.set(t);
                     }
                 }
@@ -349,7 +354,7 @@ impl FlushTlbRange {
             }
             Pc::EnqueueLate => {
                 for t in self.deferred.iter() {
-                    if enqueue(w, t, self.d, fx) {
+                    if enqueue(w, cpu, t, self.d, fx) {
                         self.cmask.clear(t);
                         w.counters.deferred_flushes += 1;
                     }
@@ -403,8 +408,16 @@ fn count_kept(w: &mut World, t: CpuId, mm: Option<MmId>) {
 /// Seed (d), `should_ipi_flush`'s locked part: append the flush to
 /// `target`'s queue and set its `need_tlb_flush`; a full queue
 /// (`TLB_FLUSH_QUEUE_SIZE`) enqueues nothing and the target is IPI'd now.
-/// Returns whether the entry was queued.
-fn enqueue(w: &mut World, target: CpuId, d: FlushTlbRangeData, fx: &mut Effects) -> bool {
+/// Returns whether the entry was queued. The queue is SC; the flusher's
+/// `need_tlb_flush = true` goes through the checker's memory model (it is
+/// what `set_mm_asid` tests before it drains).
+fn enqueue(
+    w: &mut World,
+    cpu: CpuId,
+    target: CpuId,
+    d: FlushTlbRangeData,
+    fx: &mut Effects,
+) -> bool {
     let depth = w.cfg.riscv.flush_queue_depth as usize;
     let h = &mut w.cpus[target as usize].riscv;
     fx.write(crate::world::layout::call_single_queue(target) + 0x40);
@@ -413,8 +426,8 @@ fn enqueue(w: &mut World, target: CpuId, d: FlushTlbRangeData, fx: &mut Effects)
         w.counters.deferred_overflows += 1;
     } else {
         h.queue.push(d);
-        h.need_flush = true;
         w.counters.defer_enqueues += 1;
+        mo::store(w, cpu, Loc::NeedTlbFlush(target), 1, fx);
     }
     fx.label(Label::DeferFlush {
         cpu: target,
@@ -454,10 +467,13 @@ fn sbi_remote_sfence_vma_asid(
 /// whatever its ASID (the flush is deferred "to the next context switch").
 pub fn local_tlb_flush_queue_drain(w: &mut World, cpu: CpuId, asid: u16, fx: &mut Effects) {
     let c = cpu as usize;
-    let h = &mut w.cpus[c].riscv;
-    if !h.need_flush {
+    if mo::load(w, cpu, Loc::NeedTlbFlush(cpu), fx) == 0 {
         return;
     }
+    // Cleared under the queue lock with the entries taken (not buffered):
+    // a flusher's later need_tlb_flush = true reaching memory afterwards
+    // only costs an extra drain of an empty queue.
+    let h = &mut w.cpus[c].riscv;
     h.need_flush = false;
     let entries = std::mem::take(&mut h.queue);
     w.counters.defer_drains += 1;
