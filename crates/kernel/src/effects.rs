@@ -135,6 +135,11 @@ pub enum Label {
         mm: MmId,
         pages: u64,
     },
+    /// x86 `use_global_asid`: the mm gets global ASID `asid` (INVLPGB).
+    UseGlobalAsid {
+        mm: MmId,
+        asid: u16,
+    },
     KvmDeferFlush {
         cpu: CpuId,
     },
@@ -379,9 +384,13 @@ impl fmt::Display for Label {
                 };
                 write!(
                     f,
-                    "INVLPGB+TLBSYNC mm{mm}: {what} invalidated on every CPU, no IPI"
+                    "INVLPGB+TLBSYNC mm{mm} (its global ASID): {what} invalidated on every CPU"
                 )
             }
+            Label::UseGlobalAsid { mm, asid } => write!(
+                f,
+                "consider_global_asid: mm{mm} active on more than 3 CPUs gets global ASID {asid} (asid_transition set)"
+            ),
             Label::PmdUnshare { mm, table } => {
                 write!(f, "huge_pmd_unshare mm{mm}: PUD no longer points at shared PMD table frame {table}")
             }
