@@ -135,6 +135,11 @@ pub enum Label {
         mm: MmId,
         pages: u64,
     },
+    /// `csd_lock()` spinning on `n` of this CPU's csds still locked by an
+    /// earlier (preempted) call.
+    CsdLockWait {
+        n: u32,
+    },
     /// x86 `use_global_asid`: the mm gets global ASID `asid` (INVLPGB).
     UseGlobalAsid {
         mm: MmId,
@@ -387,6 +392,10 @@ impl fmt::Display for Label {
                     "INVLPGB+TLBSYNC mm{mm} (its global ASID): {what} invalidated on every CPU"
                 )
             }
+            Label::CsdLockWait { n } => write!(
+                f,
+                "csd_lock: {n} of this CPU's csds still locked by a preempted flush; spin until their targets run them"
+            ),
             Label::UseGlobalAsid { mm, asid } => write!(
                 f,
                 "consider_global_asid: mm{mm} active on more than 3 CPUs gets global ASID {asid} (asid_transition set)"

@@ -94,6 +94,7 @@ impl Renaming<'_> {
             Frame::SmpCallFunctionManyCond(x) => {
                 x.mask = x.mask.permuted(self.cpu);
                 x.queued = x.queued.permuted(self.cpu);
+                x.csd_busy = x.csd_busy.permuted(self.cpu);
                 x.func = self.call_func(x.func);
             }
             Frame::Fork(x) => {

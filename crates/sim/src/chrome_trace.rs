@@ -302,6 +302,7 @@ fn kernel_name(l: &Label) -> &'static str {
         Label::CollapseInstall { .. } => "collapse_huge_page",
         Label::Invlpgb { .. } => "INVLPGB+TLBSYNC",
         Label::UseGlobalAsid { .. } => "use_global_asid",
+        Label::CsdLockWait { .. } => "csd_lock",
         Label::KvmDeferFlush { .. } => "kvm_flush_tlb_multi",
         Label::PmdUnshare { .. } => "huge_pmd_unshare",
         Label::PmdShare { .. } => "huge_pmd_share",
