@@ -106,11 +106,15 @@ pub const CATALOGUE: &[Config] = &[
     },
     Config {
         name: "unsafe_skip_with_invlpgb",
-        about: "skipping the sync although INVLPGB flushes without IPIs",
-        sets: &["mm.force_skip_table_sync=true", "x86.invlpgb=true"],
+        about: "skipping the sync although INVLPGB flushes a global-ASID mm (active on 4 CPUs) without IPIs",
+        sets: &[
+            "mm.force_skip_table_sync=true",
+            "x86.invlpgb=true",
+            "machine.cpus=4",
+        ],
         expect_safe: false,
         sym: &[],
-        world: collapse_vs_gup,
+        world: collapse_vs_gup_global_asid,
     },
     Config {
         name: "unsafe_skip_with_pv_flush",
@@ -538,6 +542,14 @@ pub const CATALOGUE: &[Config] = &[
         expect_safe: false,
         sym: &[],
         world: madvise_race,
+    },
+    Config {
+        name: "x86_forced_skip_invlpgb_2cpu",
+        about: "forcing the skip with INVLPGB on 2 CPUs: the mm never gets a global ASID (not active on more than 3 CPUs), so the collapse flush still IPIs the walker",
+        sets: &["mm.force_skip_table_sync=true", "x86.invlpgb=true"],
+        expect_safe: true,
+        sym: &[],
+        world: collapse_vs_gup,
     },
 ];
 
@@ -1044,4 +1056,55 @@ fn switch_back(s: &Scenario) -> Result<World, Error> {
 
 fn lazy_return(s: &Scenario) -> Result<World, Error> {
     switch_back_world(s, false)
+}
+
+/// `collapse_vs_gup` on 4 CPUs where the mm first earns a global ASID
+/// (arch/x86/mm/tlb.c: `consider_global_asid`): CPU0 (pid 0, sampled at
+/// jiffies 0) flushes a 4 KiB page twice while CPUs 1-3 run the mm (one
+/// GUP-fast walker that computes first, two spinners): the first flush IPIs and assigns the
+/// ASID, the second is broadcast and its transition IPIs move the others
+/// over; then the collapse.
+fn collapse_vs_gup_global_asid(s: &Scenario) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let mm = w.mm_alloc()?;
+    let len = machine::HPAGE_SIZE;
+    let q = P + len;
+    w.add_vma(mm, P, len + PAGE_SIZE);
+    kernel::mm::memory::populate_range(&mut w, mm, P, P + len)?;
+    let touch = UserOp::Touch {
+        addr: q,
+        write: true,
+    };
+    let zap = UserOp::MadviseDontneed {
+        start: q,
+        len: PAGE_SIZE,
+    };
+    let prog = vec![
+        touch.clone(),
+        zap.clone(),
+        touch,
+        zap,
+        UserOp::MadviseCollapse { start: P, len },
+        UserOp::MadviseDontneed { start: P, len },
+        UserOp::Touch {
+            addr: P,
+            write: true,
+        },
+        UserOp::Exit,
+    ];
+    w.spawn(mm, 0, prog, true);
+    let walk = UserOp::GupFast {
+        base: P,
+        span: 512,
+        pages: 2,
+        stride: 1,
+    };
+    // A step in user mode first: the walker runs the mm (and takes the
+    // flush IPIs) before its IRQ-off walk begins.
+    let think = UserOp::Compute { ns: 100 };
+    w.spawn(mm, 1, vec![think, walk, UserOp::Exit], true);
+    for cpu in 2..s.machine.cpus as u16 {
+        w.spawn(mm, cpu, vec![UserOp::Spin], false);
+    }
+    Ok(w)
 }

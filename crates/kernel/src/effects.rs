@@ -135,6 +135,16 @@ pub enum Label {
         mm: MmId,
         pages: u64,
     },
+    /// `csd_lock()` spinning on `n` of this CPU's csds still locked by an
+    /// earlier (preempted) call.
+    CsdLockWait {
+        n: u32,
+    },
+    /// x86 `use_global_asid`: the mm gets global ASID `asid` (INVLPGB).
+    UseGlobalAsid {
+        mm: MmId,
+        asid: u16,
+    },
     KvmDeferFlush {
         cpu: CpuId,
     },
@@ -379,9 +389,17 @@ impl fmt::Display for Label {
                 };
                 write!(
                     f,
-                    "INVLPGB+TLBSYNC mm{mm}: {what} invalidated on every CPU, no IPI"
+                    "INVLPGB+TLBSYNC mm{mm} (its global ASID): {what} invalidated on every CPU"
                 )
             }
+            Label::CsdLockWait { n } => write!(
+                f,
+                "csd_lock: {n} of this CPU's csds still locked by a preempted flush; spin until their targets run them"
+            ),
+            Label::UseGlobalAsid { mm, asid } => write!(
+                f,
+                "consider_global_asid: mm{mm} active on more than 3 CPUs gets global ASID {asid} (asid_transition set)"
+            ),
             Label::PmdUnshare { mm, table } => {
                 write!(f, "huge_pmd_unshare mm{mm}: PUD no longer points at shared PMD table frame {table}")
             }

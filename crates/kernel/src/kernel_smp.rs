@@ -43,6 +43,9 @@ pub struct Csd {
 pub enum Pc {
     /// Queue csds, send IPIs, run the function locally.
     Queue,
+    /// `csd_lock()`: spinning (preemption off) until an earlier call from
+    /// this CPU, preempted in its wait, has had these targets run its csds.
+    CsdLock,
     /// `csd_lock_wait` on every target.
     Wait,
 }
@@ -58,6 +61,8 @@ pub struct SmpCallFunctionManyCond {
     /// `SCF_RUN_LOCAL`: also run the function here.
     pub run_local: bool,
     pub pc: Pc,
+    /// In `CsdLock`: the targets whose per-CPU csd is still locked.
+    pub csd_busy: CpuMask,
 }
 
 impl SmpCallFunctionManyCond {
@@ -68,6 +73,7 @@ impl SmpCallFunctionManyCond {
             mask,
             func,
             cond,
+            csd_busy: queued.clone(),
             queued,
             run_local: true,
             pc: Pc::Queue,
@@ -89,6 +95,10 @@ impl SmpCallFunctionManyCond {
     pub fn can_run(&self, w: &World, cpu: CpuId) -> bool {
         match self.pc {
             Pc::Queue => true,
+            Pc::CsdLock => {
+                let locked = &w.cpus[cpu as usize].cfd_locked;
+                !self.csd_busy.iter().any(|t| locked.test(t))
+            }
             Pc::Wait => w.cpus[cpu as usize].cfd_locked.is_empty(),
         }
     }
@@ -96,6 +106,23 @@ impl SmpCallFunctionManyCond {
     /// kernel/smp.c: `smp_call_function_many_cond`.
     pub fn step(&mut self, w: &mut World, cpu: CpuId, fx: &mut Effects) -> Flow {
         match self.pc {
+            Pc::Queue if csd_lock_busy(w, cpu, &self.mask, &mut self.csd_busy) => {
+                // The csds are per CPU (cfd_data), not per call: a flush
+                // that preempted another one's wait (seed (a)) finds them
+                // locked. Spin with preemption off, as csd_lock() does.
+                w.cpus[cpu as usize].preempt_count += 1;
+                fx.label(Label::CsdLockWait {
+                    n: self.csd_busy.iter().count() as u32,
+                });
+                self.pc = Pc::CsdLock;
+                Flow::Block
+            }
+            Pc::CsdLock => {
+                w.cpus[cpu as usize].preempt_count -= 1;
+                self.csd_busy.clear_all();
+                self.pc = Pc::Queue;
+                Flow::Continue
+            }
             Pc::Queue => {
                 fx.cost(Cost::SmpCallFixed, 1);
                 // cfd->cpumask_ipi: the targets whose queue was empty.
@@ -214,7 +241,7 @@ pub fn sysvec_call_function(w: &mut World, cpu: CpuId, fx: &mut Effects) {
         fx.label(Label::CsdUnlock {
             initiator: csd.initiator,
         });
-        if locked.is_empty() {
+        if locked.is_empty() || csd_lock_waits_for(w, csd.initiator, cpu) {
             fx.wake(csd.initiator);
         }
     }
@@ -238,4 +265,28 @@ fn run_func(w: &mut World, cpu: CpuId, func: CallFunc, fx: &mut Effects) {
             crate::arch::riscv::tlbflush::__ipi_flush_tlb_range_asid(w, cpu, d, fx)
         }
     }
+}
+
+/// kernel/smp.c: `csd_lock()` → `csd_lock_wait()` on this CPU's csd for
+/// each target of `mask`: true (and `busy` set) when some is still locked
+/// by an earlier call. The kernel tests each target after its `cond_func`;
+/// the model waits for every target of the mask (a superset).
+fn csd_lock_busy(w: &World, cpu: CpuId, mask: &CpuMask, busy: &mut CpuMask) -> bool {
+    let locked = &w.cpus[cpu as usize].cfd_locked;
+    for t in mask.iter().filter(|&t| t != cpu && locked.test(t)) {
+        busy.set(t);
+    }
+    !busy.is_empty()
+}
+
+/// Is the task running on `initiator` spinning in `csd_lock()` for its csd
+/// to `target`?
+fn csd_lock_waits_for(w: &World, initiator: CpuId, target: CpuId) -> bool {
+    let Some(t) = w.cpus[initiator as usize].curr else {
+        return false;
+    };
+    matches!(
+        w.tasks[t as usize].kstack.last(),
+        Some(crate::world::Frame::SmpCallFunctionManyCond(f)) if f.pc == Pc::CsdLock && f.csd_busy.test(target)
+    )
 }

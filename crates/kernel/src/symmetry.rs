@@ -94,6 +94,7 @@ impl Renaming<'_> {
             Frame::SmpCallFunctionManyCond(x) => {
                 x.mask = x.mask.permuted(self.cpu);
                 x.queued = x.queued.permuted(self.cpu);
+                x.csd_busy = x.csd_busy.permuted(self.cpu);
                 x.func = self.call_func(x.func);
             }
             Frame::Fork(x) => {
@@ -315,7 +316,10 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
     (hugetlb_pmds, asids, files, next_ctx_id).hash(&mut h);
     let fixed = h.finish();
     let cpu_fixed: Vec<u64> = cpus.iter().map(cpu_fixed_hash::<H>).collect();
-    let task_fixed: Vec<u64> = tasks.iter().map(task_fixed_hash::<H>).collect();
+    let task_fixed: Vec<u64> = tasks
+        .iter()
+        .map(|t| task_fixed_hash::<H>(t, cfg.invlpgb))
+        .collect();
     let fp = |r: &Renaming| {
         let mut h = H::default();
         fixed.hash(&mut h);
@@ -425,8 +429,10 @@ fn hash_cpu_ids<H: Hasher>(c: &Cpu, r: &Renaming, h: &mut H) {
     r.flush_info(&c.flush_info).hash(h);
 }
 
-/// The hash of a task's fields that hold no ids.
-fn task_fixed_hash<H: Hasher + Default>(t: &Task) -> u64 {
+/// The hash of a task's fields that hold no ids. `pid` is read only by
+/// `consider_global_asid` (INVLPGB): hashing it otherwise would split
+/// orbits of worlds that behave the same.
+fn task_fixed_hash<H: Hasher + Default>(t: &Task, invlpgb: bool) -> u64 {
     let Task {
         id: _,
         mm,
@@ -441,10 +447,14 @@ fn task_fixed_hash<H: Hasher + Default>(t: &Task) -> u64 {
         spurious_streak,
         spurious_va,
         rt,
+        pid,
     } = t;
     let mut h = H::default();
     (mm, state, us, gather, measured).hash(&mut h);
     (spurious_streak, spurious_va, rt).hash(&mut h);
+    if invlpgb {
+        pid.hash(&mut h);
+    }
     h.finish()
 }
 

@@ -178,6 +178,10 @@ pub struct Task {
     pub spurious_va: u64,
     /// A real-time task (SCHED_FIFO): it preempts others when it wakes.
     pub rt: bool,
+    /// `current->pid`: data, not an id (CPU/task renaming keeps it), so
+    /// `consider_global_asid`'s `(pid & 0x1f) == (jiffies & 0x1f)` sample
+    /// stays sound under the checker's symmetry reduction.
+    pub pid: u32,
 }
 
 /// A virtual memory area (`struct vm_area_struct`), anonymous and private.
@@ -237,6 +241,11 @@ pub struct Mm {
     /// `mm->tlb_flush_pending`: mmu_gathers in progress on this mm
     /// (`inc_tlb_flush_pending` / `dec_tlb_flush_pending`).
     pub tlb_flush_pending: u32,
+    /// x86 `mm->context.global_asid` (0 = none; INVLPGB only).
+    pub global_asid: u16,
+    /// x86 `mm->context.asid_transition`: some CPU may still run the mm
+    /// in a dynamic ASID, so flushes keep sending IPIs.
+    pub asid_transition: bool,
 }
 
 /// `/proc/interrupts` rows and `tlb:tlb_flush` reasons, and other counters.
@@ -568,6 +577,8 @@ impl World {
             deposited: Vec::new(),
             context_id: 0,
             tlb_flush_pending: 0,
+            global_asid: 0,
+            asid_transition: false,
         };
         Ok(World {
             cfg,
@@ -619,6 +630,8 @@ impl World {
             deposited: Vec::new(),
             context_id: 0,
             tlb_flush_pending: 0,
+            global_asid: 0,
+            asid_transition: false,
         });
         self.next_ctx_id += 1;
         Ok(id)
@@ -694,6 +707,7 @@ impl World {
             spurious_streak: 0,
             spurious_va: 0,
             rt: false,
+            pid: id as u32,
         });
         self.cpus[cpu as usize].rq.push_back(id);
         if measured {

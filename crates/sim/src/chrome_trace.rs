@@ -301,6 +301,8 @@ fn kernel_name(l: &Label) -> &'static str {
         Label::TableSync { .. } => "tlb_remove_table_sync_one",
         Label::CollapseInstall { .. } => "collapse_huge_page",
         Label::Invlpgb { .. } => "INVLPGB+TLBSYNC",
+        Label::UseGlobalAsid { .. } => "use_global_asid",
+        Label::CsdLockWait { .. } => "csd_lock",
         Label::KvmDeferFlush { .. } => "kvm_flush_tlb_multi",
         Label::PmdUnshare { .. } => "huge_pmd_unshare",
         Label::PmdShare { .. } => "huge_pmd_share",

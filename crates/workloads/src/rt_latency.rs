@@ -82,6 +82,8 @@ fn build_with(s: &Scenario, w: &mut World, rt_flushes: bool) -> Result<(), Error
         if rt_flushes {
             let page = MAP_BASE + (n + i) as u64 * PAGE_SIZE;
             w.add_vma(mm, page, PAGE_SIZE);
+            let rt_op = w.op_id("rt_madvise");
+            prog.push(UserOp::OpBegin(rt_op));
             prog.push(UserOp::Touch {
                 addr: page,
                 write: true,
@@ -90,6 +92,7 @@ fn build_with(s: &Scenario, w: &mut World, rt_flushes: bool) -> Result<(), Error
                 start: page,
                 len: PAGE_SIZE,
             });
+            prog.push(UserOp::OpEnd(rt_op));
         }
         prog.push(UserOp::Loop {
             to: 0,

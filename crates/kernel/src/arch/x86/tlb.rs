@@ -26,6 +26,15 @@ pub const TLB_NR_DYN_ASIDS: usize = 6;
 const TRIM_INTERVAL_NS: u64 = 1_000_000_000;
 /// Op id of the `flush_tlb_mm_range` span (registered first in every world).
 pub const OP_FLUSH_TLB_MM_RANGE: u16 = 0;
+/// `CONFIG_HZ` (the x86_64 distribution default): `jiffies` is simulated
+/// ns / 1 ms. `INITIAL_JIFFIES & 0x1f` is 0 at HZ=1000, so starting at 0
+/// keeps `consider_global_asid`'s sampling phase.
+pub const HZ: u64 = 1000;
+/// `invlpgb_count_max` = CPUID 0x80000008 EDX[15:0] + 1 (arch/x86/kernel/
+/// cpu/amd.c); Zen 3/4 CPUID dumps report EDX[15:0] = 7, so 8 pages.
+pub const INVLPGB_COUNT_MAX: u64 = 8;
+/// `mm_active_cpus_exceeds(mm, 3)`: a global ASID from 4 active CPUs on.
+pub const GLOBAL_ASID_THRESHOLD: usize = 3;
 
 /// `struct tlb_context`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -133,6 +142,10 @@ pub struct FlushTlbMmRange {
     pub freed_tables: bool,
     pub info: Option<InfoRef>,
     pub pc: Pc,
+    /// INVLPGBs issued: `__tlbsync()` before `put_flush_tlb_info()`.
+    pub tlbsync: bool,
+    /// IPIs sent: `consider_global_asid()` after they were waited for.
+    pub consider_global_asid: bool,
 }
 
 impl FlushTlbMmRange {
@@ -145,6 +158,8 @@ impl FlushTlbMmRange {
             freed_tables,
             info: None,
             pc: Pc::Start,
+            tlbsync: false,
+            consider_global_asid: false,
         }
     }
 
@@ -179,15 +194,20 @@ impl FlushTlbMmRange {
                 self.pc = Pc::Done;
                 let n = w.cfg.nr_cpus as u64;
                 fx.lines(layout::mm_cpumask(self.mm, 0), n.div_ceil(8), false);
-                let others = w.mms[self.mm as usize].cpumask.any_but(cpu);
-                if others && w.cfg.invlpgb {
-                    // mm_global_asid(mm): broadcast_tlb_flush, no IPIs.
-                    broadcast_tlb_flush(w, info, fx);
+                if mm_global_asid(w, self.mm) != 0 {
+                    // broadcast_tlb_flush: INVLPGB, then IPIs only while
+                    // some CPU still runs the mm in a dynamic ASID.
+                    self.tlbsync = true;
+                    if broadcast_tlb_flush(w, info, fx) {
+                        let mask = w.mms[self.mm as usize].cpumask.clone();
+                        return flush_tlb_multi(w, mask, info, fx);
+                    }
                     return Flow::Yield;
                 }
-                if others {
+                if w.mms[self.mm as usize].cpumask.any_but(cpu) {
                     let trim = should_trim_cpumask(w, self.mm);
                     set_info(w, info, |f| f.trim_cpumask = trim);
+                    self.consider_global_asid = true;
                     let mask = w.mms[self.mm as usize].cpumask.clone();
                     return flush_tlb_multi(w, mask, info, fx);
                 }
@@ -203,6 +223,14 @@ impl FlushTlbMmRange {
                 Flow::Yield
             }
             Pc::Done | Pc::Put => {
+                if std::mem::take(&mut self.tlbsync) {
+                    // __tlbsync(): wait for the INVLPGBs issued above.
+                    fx.cost(Cost::Tlbsync, 1);
+                    w.counters.tlbsync += 1;
+                }
+                if std::mem::take(&mut self.consider_global_asid) {
+                    consider_global_asid(w, cpu, task, self.mm, fx);
+                }
                 // put_flush_tlb_info(); put_cpu() / migrate_enable().
                 if let Some(InfoRef::PerCpu(c)) = self.info {
                     w.cpus[c as usize].flush_info_busy = false;
@@ -384,49 +412,156 @@ pub fn kvm_vcpu_resume(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     fx.label(Label::VcpuResume { flushed });
 }
 
-/// arch/x86/mm/tlb.c: `broadcast_tlb_flush`: INVLPGB the range (or the
-/// whole ASID) on every CPU at once, then TLBSYNC. No IPI: no CPU has to
-/// take an interrupt, so nothing waits for IRQ-off windows to end.
-pub fn broadcast_tlb_flush(w: &mut World, r: InfoRef, fx: &mut Effects) {
+/// `is_global_asid`: ASIDs from `TLB_NR_DYN_ASIDS` up are global.
+pub fn is_global_asid(asid: u16) -> bool {
+    asid as usize >= TLB_NR_DYN_ASIDS
+}
+
+/// arch/x86/include/asm/tlbflush.h: `mm_global_asid` (0 without INVLPGB).
+pub fn mm_global_asid(w: &World, mm: MmId) -> u16 {
+    if !w.cfg.invlpgb || mm == INIT_MM || mm == LOADED_MM_SWITCHING {
+        return 0;
+    }
+    w.mms[mm as usize].global_asid
+}
+
+/// arch/x86/include/asm/tlbflush.h: `mm_in_asid_transition`.
+pub fn mm_in_asid_transition(w: &World, mm: Option<MmId>) -> bool {
+    w.cfg.invlpgb && mm.is_some_and(|m| w.mms[m as usize].asid_transition)
+}
+
+/// arch/x86/mm/tlb.c: `mm_needs_global_asid`: the mm has a global ASID
+/// but this CPU still runs it in dynamic ASID `asid`.
+fn mm_needs_global_asid(w: &World, mm: MmId, asid: u16) -> bool {
+    let global = mm_global_asid(w, mm);
+    global != 0 && asid != global
+}
+
+/// arch/x86/mm/tlb.c: `mm_active_cpus_exceeds`: more than `threshold` CPUs
+/// in `mm_cpumask` have the mm loaded and are not lazy.
+fn mm_active_cpus_exceeds(
+    w: &World,
+    me: CpuId,
+    mm: MmId,
+    threshold: usize,
+    fx: &mut Effects,
+) -> bool {
+    let mask = &w.mms[mm as usize].cpumask;
+    if mask.iter().count() <= threshold {
+        return false;
+    }
+    let mut count = 0;
+    for c in mask.iter() {
+        if mo::load(w, me, Loc::LoadedMm(c), fx) as MmId != mm
+            || mo::load(w, me, Loc::IsLazy(c), fx) != 0
+        {
+            continue;
+        }
+        count += 1;
+        if count > threshold {
+            return true;
+        }
+    }
+    false
+}
+
+/// arch/x86/mm/tlb.c: `consider_global_asid`: after an IPI flush, once in
+/// a while (`(pid & 0x1f) == (jiffies & 0x1f)`), give an mm active on
+/// more than 3 CPUs a global ASID (`use_global_asid`).
+fn consider_global_asid(w: &mut World, cpu: CpuId, task: TaskId, mm: MmId, fx: &mut Effects) {
+    if !w.cfg.invlpgb {
+        return;
+    }
+    let jiffies = w.now / (1_000_000_000 / HZ);
+    if u64::from(w.tasks[task as usize].pid) & 0x1f != jiffies & 0x1f {
+        return;
+    }
+    if mm_active_cpus_exceeds(w, cpu, mm, GLOBAL_ASID_THRESHOLD, fx) {
+        use_global_asid(w, mm, fx);
+    }
+}
+
+/// arch/x86/mm/tlb.c: `use_global_asid` → `allocate_global_asid`,
+/// `mm_assign_global_asid` (`asid_transition` set before the ASID is
+/// published). Global ASIDs are handed out upwards from
+/// `TLB_NR_DYN_ASIDS` (after `reset_global_asid_space`); the model never
+/// frees one, so never wraps.
+fn use_global_asid(w: &mut World, mm: MmId, fx: &mut Effects) {
+    // guard(raw_spinlock_irqsave)(&global_asid_lock)
+    fx.cost(Cost::AtomicOp, 1);
+    if w.mms[mm as usize].global_asid != 0 {
+        return;
+    }
+    let last = w.mms.iter().map(|m| m.global_asid).max().unwrap_or(0);
+    let asid = last.max(TLB_NR_DYN_ASIDS as u16 - 1) + 1;
+    let m = &mut w.mms[mm as usize];
+    m.asid_transition = true;
+    m.global_asid = asid;
+    fx.label(Label::UseGlobalAsid { mm, asid });
+}
+
+/// arch/x86/mm/tlb.c: `finish_asid_transition`: true when some CPU still
+/// runs the mm in a dynamic ASID (the caller then IPIs the whole mask and
+/// `flush_tlb_func` moves it over); when none does, the transition ends.
+/// The kernel spins while a CPU is `LOADED_MM_SWITCHING`; the model, one
+/// step, sends the IPI then (as it would if that CPU ended in a dynamic ASID).
+fn finish_asid_transition(w: &mut World, me: CpuId, mm: MmId, fx: &mut Effects) -> bool {
+    if !mm_in_asid_transition(w, Some(mm)) {
+        return false;
+    }
+    let global = mm_global_asid(w, mm);
+    for c in w.mms[mm as usize].cpumask.iter() {
+        let loaded = mo::load(w, me, Loc::LoadedMm(c), fx) as MmId;
+        if loaded == LOADED_MM_SWITCHING
+            || (loaded == mm && w.cpus[c as usize].tlbstate.loaded_mm_asid != global)
+        {
+            return true;
+        }
+    }
+    w.mms[mm as usize].asid_transition = false;
+    false
+}
+
+/// arch/x86/mm/tlb.c: `broadcast_tlb_flush`: INVLPGB the mm's global ASID
+/// on every CPU at once, one instruction per `invlpgb_count_max` strides
+/// (or one for the whole ASID); then `finish_asid_transition`. Returns
+/// whether that still needs the IPIs. No CPU takes an interrupt otherwise,
+/// so nothing waits for IRQ-off windows to end. The caller issues TLBSYNC.
+pub fn broadcast_tlb_flush(w: &mut World, r: InfoRef, fx: &mut Effects) -> bool {
     let f = *w.flush_info(r);
-    let Some(mm) = f.mm else { return };
-    let ctx_id = w.mms[mm as usize].ctx_id;
-    let stride = 1u64 << f.stride_shift;
+    let Some(mm) = f.mm else { return false };
+    let asid = mm_global_asid(w, mm);
+    let mut n = 0u64;
+    if f.end == TLB_FLUSH_ALL {
+        w.cpus.iter_mut().for_each(|c| c.tlb.flush_asid(asid));
+        n = 1;
+    } else {
+        let shift = u64::from(f.stride_shift);
+        let mut addr = f.start;
+        loop {
+            let mut nr = 1;
+            if shift <= u64::from(machine::HPAGE_SHIFT) {
+                nr = ((f.end - addr) >> shift).clamp(1, INVLPGB_COUNT_MAX);
+            }
+            for c in w.cpus.iter_mut() {
+                (0..nr).for_each(|i| c.tlb.flush_one(asid, addr + (i << shift)));
+            }
+            n += 1;
+            addr += nr << shift;
+            if addr >= f.end {
+                break;
+            }
+        }
+    }
+    fx.cost(Cost::Invlpgb, n as u32);
+    w.counters.invlpgb += n;
     let pages = if f.end == TLB_FLUSH_ALL {
         TLB_FLUSH_ALL
     } else {
-        (f.end - f.start) / stride
+        (f.end - f.start) >> f.stride_shift
     };
-    fx.cost(
-        Cost::Invlpgb,
-        if pages == TLB_FLUSH_ALL {
-            1
-        } else {
-            pages as u32
-        },
-    );
-    fx.cost(Cost::Tlbsync, 1);
-    w.counters.invlpgb += if pages == TLB_FLUSH_ALL { 1 } else { pages };
-    w.counters.tlbsync += 1;
-    for c in w.cpus.iter_mut() {
-        for asid in 0..TLB_NR_DYN_ASIDS {
-            let ctx = &mut c.tlbstate.ctxs[asid];
-            if ctx.ctx_id != ctx_id {
-                continue;
-            }
-            if pages != TLB_FLUSH_ALL && ctx.tlb_gen + 1 == f.new_tlb_gen {
-                let mut a = f.start;
-                while a < f.end {
-                    c.tlb.flush_one(asid as u16, a);
-                    a += stride;
-                }
-            } else {
-                c.tlb.flush_asid(asid as u16);
-            }
-            ctx.tlb_gen = ctx.tlb_gen.max(f.new_tlb_gen);
-        }
-    }
     fx.label(Label::Invlpgb { mm, pages });
+    finish_asid_transition(w, f.initiating_cpu, mm, fx)
 }
 
 /// arch/x86/mm/tlb.c: `native_flush_tlb_multi`: trace `TLB_REMOTE_SEND_IPI`,
@@ -434,9 +569,10 @@ pub fn broadcast_tlb_flush(w: &mut World, r: InfoRef, fx: &mut Effects) {
 /// may walk them speculatively), else only those `should_flush_tlb` picks.
 pub fn native_flush_tlb_multi(w: &mut World, mask: machine::CpuMask, info: InfoRef) -> Flow {
     w.counters.tlb_flush[FlushReason::RemoteSendIpi as usize] += 1;
-    let freed_tables = w.flush_info(info).freed_tables;
+    let f = *w.flush_info(info);
     // Injected bug `lazy_skip_on_freed_tables`: filter lazy CPUs even then.
-    let cond = if freed_tables && !w.cfg.inject.lazy_skip_on_freed_tables {
+    let every = f.freed_tables && !w.cfg.inject.lazy_skip_on_freed_tables;
+    let cond = if every || mm_in_asid_transition(w, f.mm) {
         Cond::Always
     } else {
         Cond::ShouldFlushTlb
@@ -501,6 +637,13 @@ pub fn flush_tlb_func(w: &mut World, cpu: CpuId, r: InfoRef, fx: &mut Effects) {
         return;
     }
     if loaded_mm == INIT_MM {
+        return;
+    }
+    // Reload the ASID if moving to a global one; that one INVLPGB keeps current.
+    if mm_needs_global_asid(w, loaded_mm, asid) {
+        switch_mm_irqs_off(w, cpu, loaded_mm, fx);
+    }
+    if is_global_asid(w.cpus[c].tlbstate.loaded_mm_asid) {
         return;
     }
     if mo::load(w, cpu, Loc::IsLazy(cpu), fx) != 0 {
@@ -583,6 +726,11 @@ fn choose_new_asid(w: &mut World, cpu: CpuId, next: MmId, next_tlb_gen: u64) -> 
     if !w.cfg.pcid {
         return (0, true);
     }
+    // Global ASIDs are always up to date (INVLPGB).
+    let global = mm_global_asid(w, next);
+    if global != 0 {
+        return (global, false);
+    }
     let ctx_id = w.mms[next as usize].ctx_id;
     let ts = &mut w.cpus[cpu as usize].tlbstate;
     for (asid, ctx) in ts.ctxs.iter().enumerate() {
@@ -614,8 +762,13 @@ pub fn switch_mm_irqs_off(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effect
     }
     w.cpus[c].tlbstate.is_lazy = false;
     let (new_asid, need_flush, next_tlb_gen);
-    if prev == next {
-        if !was_lazy {
+    if prev == next && mm_needs_global_asid(w, next, prev_asid) {
+        // Moving to the mm's global ASID.
+        fx.read(layout::mm_tlb_gen(next));
+        next_tlb_gen = w.mms[next as usize].tlb_gen;
+        (new_asid, need_flush) = choose_new_asid(w, cpu, next, next_tlb_gen);
+    } else if prev == next {
+        if is_global_asid(prev_asid) || !was_lazy {
             return false;
         }
         // Back from lazy mode: smp_mb(), then is the TLB still current?
@@ -802,8 +955,14 @@ impl SwitchMmIrqsOff {
                     mo::store(w, cpu, Loc::IsLazy(cpu), 0, fx);
                     fx.write(layout::cpu_tlbstate_shared(cpu));
                 }
+                let asid = w.cpus[c].tlbstate.loaded_mm_asid;
+                if self.prev == next && mm_needs_global_asid(w, next, asid) {
+                    // Moving to the mm's global ASID: read tlb_gen, choose.
+                    self.pc = SwitchPc::ReadTlbGen;
+                    return Flow::Yield;
+                }
                 if self.prev == next {
-                    if !was_lazy {
+                    if is_global_asid(asid) || !was_lazy {
                         return self.finish(w, cpu);
                     }
                     // "The barrier synchronizes with the tlb_gen increment
