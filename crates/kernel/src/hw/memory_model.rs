@@ -88,6 +88,12 @@ pub enum Loc {
     IsLazy(CpuId),
     /// A plain variable of a litmus test (`x`, `y`, ...).
     Var(u8),
+    /// Seed (b) step 2: `per_cpu(active_lockless_pt_walk_mm, cpu)` (0 =
+    /// NULL, else mm id + 1).
+    ActiveLocklessPtWalkMm(CpuId),
+    /// Entry `index` of page-table page `table` (a PMD the collapser clears
+    /// and GUP-fast reads, with `mm.targeted_table_sync`).
+    PageTable { table: machine::Pfn, index: usize },
 }
 
 impl Loc {
@@ -97,6 +103,7 @@ impl Loc {
             Loc::MmCpumask { mm, cpu } => Loc::MmCpumask { mm, cpu: f(cpu) },
             Loc::LoadedMm(c) => Loc::LoadedMm(f(c)),
             Loc::IsLazy(c) => Loc::IsLazy(f(c)),
+            Loc::ActiveLocklessPtWalkMm(c) => Loc::ActiveLocklessPtWalkMm(f(c)),
             other => other,
         }
     }
@@ -110,6 +117,10 @@ impl std::fmt::Display for Loc {
             Loc::LoadedMm(c) => write!(f, "CPU{c}'s cpu_tlbstate.loaded_mm"),
             Loc::IsLazy(c) => write!(f, "CPU{c}'s cpu_tlbstate_shared.is_lazy"),
             Loc::Var(v) => write!(f, "{}", (b'x' + v) as char),
+            Loc::ActiveLocklessPtWalkMm(c) => write!(f, "CPU{c}'s active_lockless_pt_walk_mm"),
+            Loc::PageTable { table, index } => {
+                write!(f, "entry {index} of page-table frame {table}")
+            }
         }
     }
 }
@@ -314,7 +325,30 @@ pub const BARRIERS: &[NamedBarrier] = &[
                      LOADED_MM_SWITCHING (\"Ensure 'is_lazy' is at least as new as 'loaded_mm'\"); \
                      on x86 smp_rmb() is only a compiler barrier",
     },
+    NamedBarrier {
+        name: GUP_FAST_PUBLISH_SMP_MB,
+        kernel: "mm/gup.c: gup_fast (seed b step 2, v4 design: smp_mb() after publishing \
+                 active_lockless_pt_walk_mm, before gup_fast_pgd_range)",
+        order: Order::Full,
+        pairs_with: "tlb_remove_table_sync_mm's smp_mb(): the store-buffering pattern; either the \
+                     syncing CPU sees this CPU's publication (and IPIs it), or this walk reads the \
+                     cleared PMD",
+    },
+    NamedBarrier {
+        name: TLB_REMOVE_TABLE_SYNC_MM_SMP_MB,
+        kernel: "mm/mmu_gather.c: tlb_remove_table_sync_mm (seed b step 2: smp_mb() before reading \
+                 every CPU's active_lockless_pt_walk_mm)",
+        order: Order::Full,
+        pairs_with: "gup_fast's smp_mb() after publishing: the cleared PMD is visible before the \
+                     walkers' variables are read (x86's flush already ran a locked op, \
+                     inc_mm_tlb_gen's atomic64_inc_return, after the clear)",
+    },
 ];
+
+/// Seed (b) step 2: `gup_fast`'s `smp_mb()` after publishing `active_lockless_pt_walk_mm`.
+pub const GUP_FAST_PUBLISH_SMP_MB: &str = "gup_fast.publish_smp_mb";
+/// Seed (b) step 2: `tlb_remove_table_sync_mm`'s `smp_mb()` before reading the walkers.
+pub const TLB_REMOVE_TABLE_SYNC_MM_SMP_MB: &str = "tlb_remove_table_sync_mm.smp_mb";
 
 /// Look a named barrier up.
 pub fn find_barrier(name: &str) -> Option<&'static NamedBarrier> {
@@ -332,6 +366,10 @@ pub fn read_mem(w: &World, loc: Loc) -> u64 {
         Loc::LoadedMm(c) => w.cpus[c as usize].tlbstate.loaded_mm as u64,
         Loc::IsLazy(c) => w.cpus[c as usize].tlbstate.is_lazy as u64,
         Loc::Var(_) => unreachable!("litmus variables live in hw::litmus"),
+        Loc::ActiveLocklessPtWalkMm(c) => w.cpus[c as usize]
+            .active_lockless_pt_walk_mm
+            .map_or(0, |mm| mm as u64 + 1),
+        Loc::PageTable { table, index } => w.mem.read(table, index).unwrap_or(0),
     }
 }
 
@@ -350,6 +388,11 @@ pub fn write_mem(w: &mut World, loc: Loc, val: u64) {
         Loc::LoadedMm(c) => w.cpus[c as usize].tlbstate.loaded_mm = val as crate::MmId,
         Loc::IsLazy(c) => w.cpus[c as usize].tlbstate.is_lazy = val != 0,
         Loc::Var(_) => unreachable!("litmus variables live in hw::litmus"),
+        Loc::ActiveLocklessPtWalkMm(c) => {
+            w.cpus[c as usize].active_lockless_pt_walk_mm =
+                val.checked_sub(1).map(|mm| mm as crate::MmId)
+        }
+        Loc::PageTable { table, index } => w.mem.write(table, index, val),
     }
 }
 
