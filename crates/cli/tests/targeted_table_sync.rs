@@ -75,3 +75,29 @@ fn hugetlb_unshare_uses_the_targeted_sync() {
     assert!(total(&s2, "CAL") <= 2 * s2.arch["table_sync_targeted"]);
     assert!(total(&s2, "CAL") < total(&up, "CAL"));
 }
+
+/// The collapse/zap race against 3 GUP-fast threads (KVM guest with vCPU
+/// preemption, plus INVLPGB): step 2 stays clean while sending fewer sync
+/// IPIs than upstream; publishing only after the first PMD read (a walker
+/// that has not published yet when it reads the PMD) is caught by the
+/// monitor, as the checker's `unsafe_gup_fast_publish_late` is.
+#[test]
+fn collapse_race_targeted_is_safe_and_late_publication_is_caught() {
+    let up = run(&scenario("collapse-race", &["x86.invlpgb=true"]));
+    let s2 = run(&scenario(
+        "collapse-race",
+        &["x86.invlpgb=true", "mm.targeted_table_sync=true"],
+    ));
+    assert!(up.violations.is_empty() && s2.violations.is_empty());
+    assert_eq!(s2.arch["table_sync_targeted"], s2.arch["collapses"]);
+    assert!(total(&s2, "CAL") < total(&up, "CAL"));
+    let late = run(&scenario(
+        "collapse-race",
+        &[
+            "x86.invlpgb=true",
+            "mm.targeted_table_sync=true",
+            "inject.gup_fast_publish_late=true",
+        ],
+    ));
+    assert!(!late.violations.is_empty());
+}
