@@ -25,10 +25,12 @@ fn safe_switches(arch: Arch) -> &'static [&'static str] {
             "mm.skip_redundant_table_sync=true",
             "machine.pcid=false",
             "x86.tlb_single_page_flush_ceiling=1",
+            "x86.invlpgb=true,mm.targeted_table_sync=true",
         ],
         Arch::Arm64 => &[
             "arm64.wp_reuse_flush=local,arm64.spurious_fault_flush=local",
             "arm64.range_tlbi=true",
+            "mm.targeted_table_sync=true",
         ],
         Arch::Riscv => &[
             "riscv.defer_flush_to_context_switch=true",

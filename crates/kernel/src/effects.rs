@@ -259,6 +259,11 @@ pub enum Label {
     TlbFlushNested {
         mm: MmId,
     },
+    /// Seed (b) step 2: `tlb_remove_table_sync_mm` found `walkers` CPUs
+    /// whose `active_lockless_pt_walk_mm` names the mm.
+    TableSyncMm {
+        walkers: u32,
+    },
 }
 
 impl fmt::Display for Label {
@@ -529,6 +534,11 @@ impl fmt::Display for Label {
             Label::TlbFlushNested { mm } => write!(
                 f,
                 "tlb_finish_mmu: mm_tlb_flush_nested(mm{mm}): flush the whole mm, freed_tables"
+            ),
+            Label::TableSyncMm { walkers } => write!(
+                f,
+                "tlb_remove_table_sync_mm: {walkers} CPU(s) in a lockless walk of the mm{}",
+                if walkers > 0 { ": IPI them and wait" } else { ", no IPI" }
             ),
         }
     }

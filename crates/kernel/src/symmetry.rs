@@ -401,11 +401,14 @@ fn cpu_fixed_hash<H: Hasher + Default>(c: &Cpu) -> u64 {
         riscv,
         need_resched,
         flush_info_busy,
+        active_lockless_pt_walk_mm,
+        walk_line_shared,
     } = c;
     let mut h = H::default();
     (irqs_off, preempt_count, tlbstate, tlb, ipi_pending).hash(&mut h);
     (vcpu_preempted, kvm_flush_pending, asid, riscv).hash(&mut h);
     (need_resched, flush_info_busy).hash(&mut h);
+    (active_lockless_pt_walk_mm, walk_line_shared).hash(&mut h);
     h.finish()
 }
 

@@ -273,6 +273,10 @@ pub struct Counters {
     /// `tlb_remove_table_sync_one()` calls that IPI'd / returned early.
     pub table_sync_ipi: u64,
     pub table_sync_skipped: u64,
+    /// Seed (b) step 2: `tlb_remove_table_sync_mm()` calls (each reads every
+    /// CPU's `active_lockless_pt_walk_mm`; those that IPI'd also count in
+    /// `table_sync_ipi`).
+    pub table_sync_targeted: u64,
     pub invlpgb: u64,
     pub tlbsync: u64,
     /// Flushes `kvm_flush_tlb_multi` left to the host (preempted vCPUs).
@@ -402,6 +406,14 @@ pub struct Cpu {
     pub need_resched: bool,
     /// The per-CPU `flush_tlb_info` is in use by a flush in progress (monitor).
     pub flush_info_busy: bool,
+    /// Seed (b) step 2: `per_cpu(active_lockless_pt_walk_mm)`, the mm this
+    /// CPU's GUP-fast walk has published (as memory holds it; a buffered
+    /// publication sits in the CPU's store buffer).
+    pub active_lockless_pt_walk_mm: Option<MmId>,
+    /// Seed (b) step 2: a syncing CPU has read this CPU's
+    /// `active_lockless_pt_walk_mm` line since this CPU last wrote it, so the
+    /// next write must take the line back (priced, not a state of the kernel).
+    pub walk_line_shared: bool,
 }
 
 /// Kernel configuration the paths read (switches, static keys, tunables).
@@ -563,6 +575,8 @@ impl World {
                 riscv: Default::default(),
                 need_resched: false,
                 flush_info_busy: false,
+                active_lockless_pt_walk_mm: None,
+                walk_line_shared: false,
             })
             .collect();
         let init_mm = Mm {

@@ -163,6 +163,12 @@ costs! {
     SbiEcall = "sbi_ecall",
     /// RISC-V: firmware work per target hart of a remote fence (M-mode IPI, remote trap, sfence, ack).
     SbiRfenceHart = "sbi_rfence_hart",
+    /// Seed (b) step 2: one `this_cpu_write` of `active_lockless_pt_walk_mm` (publish or clear), an L1 hit.
+    LocklessWalkStore = "lockless_walk_store",
+    /// Seed (b) step 2: the full barrier (`smp_mb()`) ordering the publication before the walk's PMD read.
+    LocklessWalkMb = "lockless_walk_mb",
+    /// Seed (b) step 2: a walker's store to its per-CPU line after a syncing CPU read it (ownership upgrade).
+    LocklessWalkLineReown = "lockless_walk_line_reown",
 }
 
 /// One priced entry.

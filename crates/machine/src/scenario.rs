@@ -397,6 +397,11 @@ pub struct InjectCfg {
     /// `dsb(nsh)` instead of `dsb(ish)` (checker only: the simulator
     /// completes every TLBI as it issues it and refuses the key).
     pub arm64_broadcast_dsb_nsh: bool,
+    /// Seed (b) step 2 misplaced: GUP-fast publishes
+    /// `active_lockless_pt_walk_mm` only after its first PMD read (a walker
+    /// that has not published yet when it reads the PMD). Not serialized when off.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub gup_fast_publish_late: bool,
 }
 
 /// The paravirtual TLB-flush backend (`pv_ops.mmu.flush_tlb_multi`).
@@ -422,7 +427,20 @@ pub struct MmCfg {
     /// UNSAFE by the seed's argument: with the skip, `tlb_flush` passes only
     /// `freed_tables` (not `unshared_tables`), so lazy CPUs are not IPI'd on unshare.
     pub unshare_without_lazy_ipi: bool,
+    /// Seed (b) step 2 (the v4 design): GUP-fast publishes
+    /// `active_lockless_pt_walk_mm` around its walk, and the sync
+    /// (`tlb_remove_table_sync_mm`) IPIs only the CPUs whose variable names
+    /// the mm. Not serialized when off, so reports without it stay as they were.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub targeted_table_sync: bool,
 }
+
+/// Boolean switches not serialized while false (`skip_serializing_if`), so
+/// that reports of runs without them stay byte-identical: (section, key).
+const UNSERIALIZED_WHEN_OFF: &[(&str, &str)] = &[
+    ("mm", "targeted_table_sync"),
+    ("inject", "gup_fast_publish_late"),
+];
 
 /// A complete run description.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -474,6 +492,12 @@ impl Scenario {
             .ok_or_else(|| Error::Config(format!("--set '{kv}' is not key=value")))?;
         let (key, val) = (key.trim(), val.trim());
         let mut root = toml::Value::try_from(&*self).map_err(|e| Error::Config(e.to_string()))?;
+        // Switches left out of serialized scenarios while off are still keys.
+        for (section, k) in UNSERIALIZED_WHEN_OFF {
+            if let Some(t) = root.get_mut(*section).and_then(|v| v.as_table_mut()) {
+                t.entry(*k).or_insert(toml::Value::Boolean(false));
+            }
+        }
         let unknown = || Error::Config(format!("unknown key '{key}'"));
         let parts: Vec<&str> = key.split('.').collect();
         let (leaf, path) = parts.split_last().ok_or_else(unknown)?;
@@ -516,6 +540,11 @@ impl Scenario {
     /// Check ranges that the types cannot.
     pub fn validate(&self) -> Result<(), Error> {
         let m = &self.machine;
+        if self.inject.gup_fast_publish_late && !self.mm.targeted_table_sync {
+            return Err(Error::Config(
+                "inject.gup_fast_publish_late needs mm.targeted_table_sync=true (nothing is published without it)".into(),
+            ));
+        }
         if !(1..=4096).contains(&m.cpus) {
             return Err(Error::Range(format!(
                 "machine.cpus = {} (allowed 1..=4096)",
@@ -835,6 +864,11 @@ impl Scenario {
             ("mm.force_skip_table_sync", "true | false", "UNSAFE: skip the sync regardless of the static key"),
             ("mm.unshare_without_lazy_ipi", "true | false", "UNSAFE: unshare flush does not IPI lazy CPUs"),
             (
+                "mm.targeted_table_sync",
+                "true | false",
+                "seed skip-redundant-sync-ipis step 2: sync IPIs only CPUs in a GUP-fast walk of the mm",
+            ),
+            (
                 "x86.tlb_single_page_flush_ceiling",
                 "pages (33)",
                 "ranges longer than this become full flushes",
@@ -883,6 +917,11 @@ impl Scenario {
                 "inject.arm64_broadcast_dsb_nsh",
                 "true | false",
                 "BUG: arm64 broadcast TLBIs completed by dsb(nsh) (tlblab check only)",
+            ),
+            (
+                "inject.gup_fast_publish_late",
+                "true | false",
+                "BUG (with mm.targeted_table_sync): GUP-fast publishes its walk after reading the PMD",
             ),
         ]
     }

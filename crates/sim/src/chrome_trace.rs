@@ -299,6 +299,7 @@ fn kernel_name(l: &Label) -> &'static str {
         Label::GupFastPmd { .. } | Label::GupFastPte { .. } => "gup_fast",
         Label::PmdpCollapseFlush { .. } => "pmdp_collapse_flush",
         Label::TableSync { .. } => "tlb_remove_table_sync_one",
+        Label::TableSyncMm { .. } => "tlb_remove_table_sync_mm",
         Label::CollapseInstall { .. } => "collapse_huge_page",
         Label::Invlpgb { .. } => "INVLPGB+TLBSYNC",
         Label::UseGlobalAsid { .. } => "use_global_asid",

@@ -110,6 +110,12 @@ pub enum Loc {
         broadcast: bool,
         leaf: bool,
     },
+    /// Seed (b) step 2: `per_cpu(active_lockless_pt_walk_mm, cpu)` (0 =
+    /// NULL, else mm id + 1).
+    ActiveLocklessPtWalkMm(CpuId),
+    /// Entry `index` of page-table page `table` (a PMD the collapser clears
+    /// and GUP-fast reads, with `mm.targeted_table_sync`).
+    PageTable { table: machine::Pfn, index: usize },
 }
 
 /// [`Loc::Tlbi`]'s `va` for a whole-ASID invalidation.
@@ -158,6 +164,7 @@ impl Loc {
                 broadcast,
                 leaf,
             },
+            Loc::ActiveLocklessPtWalkMm(c) => Loc::ActiveLocklessPtWalkMm(f(c)),
             other => other,
         }
     }
@@ -188,6 +195,10 @@ impl std::fmt::Display for Loc {
                     let op = if *leaf { "VALE1" } else { "VAE1" };
                     write!(f, "TLBI {op}{is} asid {asid} {va:#x}")
                 }
+            }
+            Loc::ActiveLocklessPtWalkMm(c) => write!(f, "CPU{c}'s active_lockless_pt_walk_mm"),
+            Loc::PageTable { table, index } => {
+                write!(f, "entry {index} of page-table frame {table}")
             }
         }
     }
@@ -504,7 +515,30 @@ pub const BARRIERS: &[NamedBarrier] = &[
         pairs_with: "the local TLBI before it: complete on this CPU at this DSB (a broadcast TLBI would \
                      stay in flight past a dsb(nsh))",
     },
+    NamedBarrier {
+        name: GUP_FAST_PUBLISH_SMP_MB,
+        kernel: "mm/gup.c: gup_fast (seed b step 2, v4 design: smp_mb() after publishing \
+                 active_lockless_pt_walk_mm, before gup_fast_pgd_range)",
+        order: Order::Full,
+        pairs_with: "tlb_remove_table_sync_mm's smp_mb(): the store-buffering pattern; either the \
+                     syncing CPU sees this CPU's publication (and IPIs it), or this walk reads the \
+                     cleared PMD",
+    },
+    NamedBarrier {
+        name: TLB_REMOVE_TABLE_SYNC_MM_SMP_MB,
+        kernel: "mm/mmu_gather.c: tlb_remove_table_sync_mm (seed b step 2: smp_mb() before reading \
+                 every CPU's active_lockless_pt_walk_mm)",
+        order: Order::Full,
+        pairs_with: "gup_fast's smp_mb() after publishing: the cleared PMD is visible before the \
+                     walkers' variables are read (x86's flush already ran a locked op, \
+                     inc_mm_tlb_gen's atomic64_inc_return, after the clear)",
+    },
 ];
+
+/// Seed (b) step 2: `gup_fast`'s `smp_mb()` after publishing `active_lockless_pt_walk_mm`.
+pub const GUP_FAST_PUBLISH_SMP_MB: &str = "gup_fast.publish_smp_mb";
+/// Seed (b) step 2: `tlb_remove_table_sync_mm`'s `smp_mb()` before reading the walkers.
+pub const TLB_REMOVE_TABLE_SYNC_MM_SMP_MB: &str = "tlb_remove_table_sync_mm.smp_mb";
 
 /// Look a named barrier up.
 pub fn find_barrier(name: &str) -> Option<&'static NamedBarrier> {
@@ -526,6 +560,10 @@ pub fn read_mem(w: &World, loc: Loc) -> u64 {
         Loc::Pte { table, idx } => w.mem.read(table, idx as usize).unwrap_or(0),
         Loc::Tlbi { .. } => unreachable!("a TLBI is never loaded"),
         Loc::Var(_) => unreachable!("litmus variables live in hw::litmus"),
+        Loc::ActiveLocklessPtWalkMm(c) => w.cpus[c as usize]
+            .active_lockless_pt_walk_mm
+            .map_or(0, |mm| mm as u64 + 1),
+        Loc::PageTable { table, index } => w.mem.read(table, index).unwrap_or(0),
     }
 }
 
@@ -548,6 +586,11 @@ pub fn write_mem(w: &mut World, loc: Loc, val: u64) {
         Loc::Pte { table, idx } => w.mem.write(table, idx as usize, val),
         Loc::Tlbi { .. } => crate::arch::arm64::tlbflush::tlbi_complete(w, loc),
         Loc::Var(_) => unreachable!("litmus variables live in hw::litmus"),
+        Loc::ActiveLocklessPtWalkMm(c) => {
+            w.cpus[c as usize].active_lockless_pt_walk_mm =
+                val.checked_sub(1).map(|mm| mm as crate::MmId)
+        }
+        Loc::PageTable { table, index } => w.mem.write(table, index, val),
     }
 }
 

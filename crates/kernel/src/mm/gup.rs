@@ -8,8 +8,17 @@
 //! an interrupt (the flush IPI or `tlb_remove_table_sync_one`), which a CPU
 //! inside this walk cannot do. Without that wait, a walker that read a PTE
 //! just before the PMD was cleared can grab a folio that was freed since.
+//!
+//! Seed (b) step 2 (`mm.targeted_table_sync`, the v4 design): on entry the
+//! walk publishes its mm in `per_cpu(active_lockless_pt_walk_mm)`, then
+//! `smp_mb()`, then reads the PMD; on exit it clears the variable. The sync
+//! then interrupts only CPUs whose variable names the mm. The walk's PMD
+//! reads and the collapser's PMD clear go through the checker's store
+//! buffers then: "publish; read PMD" against "clear PMD; read the walkers"
+//! is the store-buffering pattern.
 
 use crate::effects::{Effects, Label};
+use crate::hw::memory_model::{self as mo, Loc, Order};
 use crate::world::{Flow, World};
 use crate::TaskId;
 use machine::mem::{pte, table_index, FrameUse};
@@ -39,6 +48,8 @@ pub struct GupFast {
     pub table_gen: u32,
     /// The PMD read was a huge leaf (the folio is the 2 MiB page).
     pub huge: bool,
+    /// Seed (b) step 2: `active_lockless_pt_walk_mm` is published.
+    pub published: bool,
     pub pc: Pc,
 }
 
@@ -53,6 +64,7 @@ impl GupFast {
             table: 0,
             table_gen: 0,
             huge: false,
+            published: false,
             pc: Pc::Pmd,
         }
     }
@@ -61,8 +73,14 @@ impl GupFast {
         self.start + self.done as u64 * PAGE_SIZE
     }
 
-    fn finish(&mut self, w: &mut World, cpu: CpuId) -> Flow {
+    fn finish(&mut self, w: &mut World, cpu: CpuId, fx: &mut Effects) -> Flow {
         if self.irqs_off {
+            if self.published {
+                self.published = false;
+                // this_cpu_write(active_lockless_pt_walk_mm, NULL): after the
+                // last re-check (stores do not pass earlier loads).
+                publish(w, cpu, 0, fx);
+            }
             // local_irq_restore
             w.cpus[cpu as usize].irqs_off -= 1;
             self.irqs_off = false;
@@ -72,20 +90,32 @@ impl GupFast {
 
     /// mm/gup.c: `gup_fast` → `gup_fast_pgd_range` → `gup_fast_pmd_range` → `gup_fast_pte_range`.
     pub fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
-        fx.cost(Cost::GupFastWalk, 1);
         let mm = w.tasks[task as usize].mm;
+        if self.pc == Pc::Pmd && !self.irqs_off {
+            // local_irq_save
+            w.counters.gup_fast += 1;
+            w.cpus[cpu as usize].irqs_off += 1;
+            self.irqs_off = true;
+            if w.cfg.mm.targeted_table_sync && !w.cfg.inject.gup_fast_publish_late {
+                lockless_pt_walk_begin(w, cpu, mm, fx);
+                self.published = true;
+                return Flow::Yield;
+            }
+        } else if w.cfg.mm.targeted_table_sync && !self.published && self.irqs_off {
+            // inject.gup_fast_publish_late: the PMD was read in the step
+            // before, when the walk was not visible yet.
+            lockless_pt_walk_begin(w, cpu, mm, fx);
+            self.published = true;
+            return Flow::Yield;
+        }
+        fx.cost(Cost::GupFastWalk, 1);
         let va = self.va();
         match self.pc {
             Pc::Pmd => {
-                if !self.irqs_off {
-                    w.counters.gup_fast += 1;
-                    w.cpus[cpu as usize].irqs_off += 1;
-                    self.irqs_off = true;
-                }
-                let (pmd_table, pmd) = read_pmd(w, mm, va).unwrap_or((0, 0));
+                let (pmd_table, pmd) = gup_read_pmd(w, cpu, mm, va, fx).unwrap_or((0, 0));
                 if !pte::present(pmd) {
                     // Nothing mapped: gup_fast stops; the slow path would fault.
-                    return self.finish(w, cpu);
+                    return self.finish(w, cpu, fx);
                 }
                 if pte::huge(pmd) {
                     // gup_fast_pmd_leaf: grab the huge folio, then re-check the PMD.
@@ -115,11 +145,11 @@ impl GupFast {
             Pc::Pte => {
                 let t = self.table;
                 if !self.table_still_valid(w, cpu, va, FrameUse::Table(1)) {
-                    return self.finish(w, cpu);
+                    return self.finish(w, cpu, fx);
                 }
                 let e = w.mem.read(t, table_index(va, 1)).unwrap_or(0);
                 if !pte::present(e) {
-                    return self.finish(w, cpu);
+                    return self.finish(w, cpu, fx);
                 }
                 let pfn = pte::pfn(e);
                 self.pc = Pc::Grab {
@@ -133,12 +163,12 @@ impl GupFast {
                 // try_grab_folio_fast, then `pmd_val(orig) != pmd_val(*pmdp)`:
                 // the re-check reads the PMD table through the walker's pointer.
                 if !self.table_still_valid(w, cpu, va, FrameUse::Table(2)) {
-                    return self.finish(w, cpu);
+                    return self.finish(w, cpu, fx);
                 }
-                let pmd_now = w.mem.read(self.table, table_index(va, 2)).unwrap_or(0);
+                let pmd_now = read_pmd_entry(w, cpu, self.table, va, fx);
                 if pmd_now != e {
                     w.counters.gup_fast_backoff += 1;
-                    return self.finish(w, cpu);
+                    return self.finish(w, cpu, fx);
                 }
                 completed(w, cpu, va, pfn, gen);
                 let left = ((HPAGE_SIZE - (va % HPAGE_SIZE)) / PAGE_SIZE) as u32;
@@ -146,7 +176,7 @@ impl GupFast {
                 self.huge = false;
                 self.pc = Pc::Pmd;
                 if self.done >= self.pages {
-                    self.finish(w, cpu)
+                    self.finish(w, cpu, fx)
                 } else {
                     Flow::Yield
                 }
@@ -154,9 +184,9 @@ impl GupFast {
             Pc::Grab { pfn, gen, pte: e } => {
                 // try_grab_folio_fast, then the PMD and PTE re-checks; the PTE
                 // is re-read through the walker's pointer into the PTE table.
-                let pmd_now = read_pmd(w, mm, va).map_or(0, |(_, p)| p);
+                let pmd_now = gup_read_pmd(w, cpu, mm, va, fx).map_or(0, |(_, p)| p);
                 if !self.table_still_valid(w, cpu, va, FrameUse::Table(1)) {
-                    return self.finish(w, cpu);
+                    return self.finish(w, cpu, fx);
                 }
                 let pte_now = w.mem.read(self.table, table_index(va, 1));
                 let backoff = pmd_now != self.pmd || pte_now != Some(e);
@@ -171,11 +201,11 @@ impl GupFast {
                 if backoff {
                     // gup_put_folio and give up: the page tables changed under us.
                     w.counters.gup_fast_backoff += 1;
-                    return self.finish(w, cpu);
+                    return self.finish(w, cpu, fx);
                 }
                 self.done += 1;
                 if self.done >= self.pages {
-                    return self.finish(w, cpu);
+                    return self.finish(w, cpu, fx);
                 }
                 self.pc = if self.va().is_multiple_of(HPAGE_SIZE) {
                     Pc::Pmd
@@ -199,6 +229,56 @@ pub fn read_pmd(w: &World, mm: crate::MmId, va: u64) -> Option<(Pfn, u64)> {
         table = pte::pfn(e);
     }
     Some((table, w.mem.read(table, table_index(va, 2))?))
+}
+
+/// mm/gup.c (seed b step 2, v4 design): `gup_fast` publishes `mm` in
+/// `active_lockless_pt_walk_mm`, then `smp_mb()`: the publication is visible
+/// before `gup_fast_pgd_range` reads the PMD. Pairs with
+/// `tlb_remove_table_sync_mm`'s `smp_mb()` between clearing the PMD and
+/// reading the walkers: without both, each side can miss the other.
+fn lockless_pt_walk_begin(w: &mut World, cpu: CpuId, mm: crate::MmId, fx: &mut Effects) {
+    publish(w, cpu, mm as u64 + 1, fx);
+    if !mo::dropped(w, mo::GUP_FAST_PUBLISH_SMP_MB) {
+        fx.cost(Cost::LocklessWalkMb, 1);
+    }
+    mo::barrier(w, cpu, Some(mo::GUP_FAST_PUBLISH_SMP_MB), Order::Full, fx);
+}
+
+/// `this_cpu_write(active_lockless_pt_walk_mm, val)` (0 = NULL, else mm + 1):
+/// a store to this CPU's own line, which it must first take back if a
+/// syncing CPU read it since.
+fn publish(w: &mut World, cpu: CpuId, val: u64, fx: &mut Effects) {
+    fx.cost(Cost::LocklessWalkStore, 1);
+    if std::mem::take(&mut w.cpus[cpu as usize].walk_line_shared) {
+        fx.cost(Cost::LocklessWalkLineReown, 1);
+    }
+    mo::store(w, cpu, Loc::ActiveLocklessPtWalkMm(cpu), val, fx);
+}
+
+/// The walk's read of the PMD of `va`: with step 2 a load through the
+/// checker's memory model (the collapser's clear may still be buffered).
+fn gup_read_pmd(
+    w: &World,
+    cpu: CpuId,
+    mm: crate::MmId,
+    va: u64,
+    fx: &mut Effects,
+) -> Option<(Pfn, u64)> {
+    let (table, pmd) = read_pmd(w, mm, va)?;
+    if !w.cfg.mm.targeted_table_sync {
+        return Some((table, pmd));
+    }
+    Some((table, read_pmd_entry(w, cpu, table, va, fx)))
+}
+
+/// `pmdp_get_lockless(pmdp)` through the walker's pointer into `table`.
+fn read_pmd_entry(w: &World, cpu: CpuId, table: Pfn, va: u64, fx: &mut Effects) -> u64 {
+    let index = table_index(va, 2);
+    if w.cfg.mm.targeted_table_sync {
+        mo::load(w, cpu, Loc::PageTable { table, index }, fx)
+    } else {
+        w.mem.read(table, index).unwrap_or(0)
+    }
 }
 
 /// A page the walk returns must still be the folio its entry named when

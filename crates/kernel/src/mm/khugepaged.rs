@@ -4,6 +4,7 @@
 //! ```text
 //!  mmap_write_lock → alloc + revalidate → pmdp_collapse_flush (PMD cleared,
 //!  2 MiB range flushed, not freed_tables) → tlb_remove_table_sync_one()
+//!  (seed b step 2: tlb_remove_table_sync_mm(mm))
 //!  → copy the 512 pages, release them → set the huge PMD → deposit the
 //!  old PTE table → mmap_write_unlock
 //! ```
@@ -12,8 +13,9 @@
 
 use crate::arch::x86::tlb::FlushTlbMmRange;
 use crate::effects::{Effects, Label, Stat};
+use crate::hw::memory_model::{self as mo, Loc};
 use crate::mm::gup::read_pmd;
-use crate::mm::mmu_gather::tlb_remove_table_sync_one;
+use crate::mm::mmu_gather::tlb_remove_table_sync;
 use crate::world::{Flow, Frame, World};
 use crate::TaskId;
 use machine::mem::{pte, table_index, FrameUse};
@@ -60,7 +62,7 @@ pub enum Pc {
     Lock,
     /// `pmdp_collapse_flush`.
     Flush,
-    /// `tlb_remove_table_sync_one`.
+    /// `tlb_remove_table_sync_one` (step 2: `tlb_remove_table_sync_mm`).
     Sync,
     /// `__collapse_huge_page_copy`.
     Copy,
@@ -88,7 +90,7 @@ impl CollapseHugePage {
     }
 
     /// mm/khugepaged.c: `collapse_huge_page`.
-    pub fn step(&mut self, w: &mut World, _cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
+    pub fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
         let mm = w.tasks[task as usize].mm;
         match self.pc {
             Pc::Lock => {
@@ -125,7 +127,7 @@ impl CollapseHugePage {
                 // PTE table, so lazy CPUs are IPI'd too. A 6.1.192 guest shows
                 // it: lazy CPUs of the collapsing mm take one TLB IPI each.
                 let (pmd_table, _) = read_pmd(w, mm, self.addr).expect("PMD level exists");
-                w.mem.write(pmd_table, table_index(self.addr, 2), 0);
+                set_pmd(w, cpu, pmd_table, self.addr, 0, fx);
                 fx.label(Label::PmdpCollapseFlush {
                     va: self.addr,
                     table: self.table,
@@ -141,7 +143,7 @@ impl CollapseHugePage {
             }
             Pc::Sync => {
                 self.pc = Pc::Copy;
-                tlb_remove_table_sync_one(w, fx)
+                tlb_remove_table_sync(w, cpu, mm, fx)
             }
             Pc::Copy => {
                 let mut n = 0;
@@ -159,14 +161,17 @@ impl CollapseHugePage {
             }
             Pc::Install => {
                 let (pmd_table, _) = read_pmd(w, mm, self.addr).expect("PMD level exists");
-                w.mem.write(
-                    pmd_table,
-                    table_index(self.addr, 2),
-                    pte::make(
-                        self.hpage,
-                        pte::WRITE | pte::USER | pte::HUGE | pte::ACCESSED | pte::DIRTY,
-                    ),
+                let huge = pte::make(
+                    self.hpage,
+                    pte::WRITE | pte::USER | pte::HUGE | pte::ACCESSED | pte::DIRTY,
                 );
+                set_pmd(w, cpu, pmd_table, self.addr, huge, fx);
+                if w.cfg.mm.targeted_table_sync {
+                    // mmap_write_unlock below is a locked op (up_write): the
+                    // new PMD is visible, and this CPU's own later page-table
+                    // reads (which bypass the store buffer) see it.
+                    mo::barrier(w, cpu, None, mo::Order::Full, fx);
+                }
                 // pgtable_trans_huge_deposit: the old PTE table is kept for a later split.
                 w.mem.retag(self.table, FrameUse::Deposited);
                 w.mms[mm as usize].deposited.push((self.addr, self.table));
@@ -186,3 +191,25 @@ impl CollapseHugePage {
 }
 
 use crate::mm::mmap::mmap_write_unlock;
+
+/// Set the PMD of `addr` in `pmd_table`. With seed (b) step 2 the store
+/// goes through the checker's store buffer: whether a GUP-fast walker sees
+/// the cleared PMD is what the step-2 ordering argument is about (under SC,
+/// the simulator's model, it is the same plain write).
+fn set_pmd(w: &mut World, cpu: CpuId, pmd_table: Pfn, addr: u64, val: u64, fx: &mut Effects) {
+    let index = table_index(addr, 2);
+    if w.cfg.mm.targeted_table_sync {
+        mo::store(
+            w,
+            cpu,
+            Loc::PageTable {
+                table: pmd_table,
+                index,
+            },
+            val,
+            fx,
+        );
+    } else {
+        w.mem.write(pmd_table, index, val);
+    }
+}

@@ -5,7 +5,7 @@ use crate::effects::{Effects, Label};
 use crate::mm::memory::{pte_table, unmap_page_range_step};
 use crate::mm::mmu_gather::{
     tlb_end_vma, tlb_finish_mmu, tlb_finish_mmu_free, tlb_flush_mmu_free_task,
-    tlb_flush_mmu_tlbonly, tlb_gather_mmu, tlb_remove_table_sync_one,
+    tlb_flush_mmu_tlbonly, tlb_gather_mmu, tlb_remove_table_sync,
 };
 use crate::world::{Flow, Vma, World};
 use crate::TaskId;
@@ -88,7 +88,7 @@ impl Munmap {
     }
 
     /// mm/vma.c: `do_vmi_align_munmap` → `vms_complete_munmap_vmas` → `unmap_region`.
-    pub fn step(&mut self, w: &mut World, _cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
+    pub fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
         let mm = w.tasks[task as usize].mm;
         match self.pc {
             Pc::Enter => {
@@ -156,7 +156,8 @@ impl Munmap {
                 self.pc = Pc::Free;
                 let g = &mut w.tasks[task as usize].gather;
                 if std::mem::take(&mut g.fully_unshared_tables) {
-                    tlb_remove_table_sync_one(w, fx)
+                    let mm = g.mm;
+                    tlb_remove_table_sync(w, cpu, mm, fx)
                 } else {
                     Flow::Continue
                 }

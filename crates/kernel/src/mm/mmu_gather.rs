@@ -354,9 +354,12 @@ pub fn tlb_finish_mmu_free(w: &mut World, task: TaskId, fx: &mut Effects) {
 /// already interrupt every CPU that could be in a lockless walk? On x86 the
 /// static key says so only with native flush and no INVLPGB. The forced
 /// variant ignores the key (unsafe, for the checker and the monitor).
+/// Only x86 overrides the generic `return false` (arm64 and RISC-V keep it:
+/// their flushes do not interrupt the walkers).
 pub fn tlb_table_flush_implies_ipi_broadcast(w: &World) -> bool {
     let m = &w.cfg.mm;
-    m.force_skip_table_sync || (m.skip_redundant_table_sync && w.cfg.tlb_ipi_broadcast_key)
+    let x86_key = w.cfg.arch == machine::scenario::Arch::X86 && w.cfg.tlb_ipi_broadcast_key;
+    m.force_skip_table_sync || (m.skip_redundant_table_sync && x86_key)
 }
 
 /// mm/mmu_gather.c: `tlb_remove_table_sync_one`: `smp_call_function(
@@ -377,6 +380,62 @@ pub fn tlb_remove_table_sync_one(w: &mut World, fx: &mut Effects) -> Flow {
             crate::kernel_smp::CallFunc::TlbRemoveTableSmpSync,
         ),
     ))
+}
+
+/// The sync a page-table operation on `mm` ends with: with seed (b) step 2
+/// (`mm.targeted_table_sync`) `tlb_remove_table_sync_mm(mm)`, else
+/// `tlb_remove_table_sync_one()`. Step 1's early return comes first in both.
+pub fn tlb_remove_table_sync(w: &mut World, cpu: CpuId, mm: MmId, fx: &mut Effects) -> Flow {
+    if w.cfg.mm.targeted_table_sync && !tlb_table_flush_implies_ipi_broadcast(w) {
+        return tlb_remove_table_sync_mm(w, cpu, mm, fx);
+    }
+    tlb_remove_table_sync_one(w, fx)
+}
+
+/// mm/mmu_gather.c (seed b step 2, the v4 design): `tlb_remove_table_sync_mm`:
+/// read every other CPU's `active_lockless_pt_walk_mm` and IPI (and wait for)
+/// only those in a lockless walk of `mm`. A walker that publishes after the
+/// read must see the cleared PMD: the `smp_mb()` here pairs with the one
+/// `gup_fast` runs after publishing (the store-buffering pattern).
+pub fn tlb_remove_table_sync_mm(w: &mut World, cpu: CpuId, mm: MmId, fx: &mut Effects) -> Flow {
+    use crate::hw::memory_model::{self as mo, Loc, Order};
+    if !mo::dropped(w, mo::TLB_REMOVE_TABLE_SYNC_MM_SMP_MB) {
+        fx.cost(Cost::LocklessWalkMb, 1);
+    }
+    mo::barrier(
+        w,
+        cpu,
+        Some(mo::TLB_REMOVE_TABLE_SYNC_MM_SMP_MB),
+        Order::Full,
+        fx,
+    );
+    let n = w.cpus.len();
+    // One line per other CPU, missed together: the first costs a transfer,
+    // the rest overlap with it.
+    fx.cost(Cost::CacheLineTransfer, (n > 1) as u32);
+    fx.cost(Cost::CacheLineConcurrent, n.saturating_sub(2) as u32);
+    let mut mask = machine::CpuMask::new(n);
+    for c in (0..n as CpuId).filter(|&c| c != cpu) {
+        if mo::load(w, cpu, Loc::ActiveLocklessPtWalkMm(c), fx) == mm as u64 + 1 {
+            mask.set(c);
+        }
+        w.cpus[c as usize].walk_line_shared = true;
+    }
+    w.counters.table_sync_targeted += 1;
+    fx.label(Label::TableSyncMm {
+        walkers: mask.weight(),
+    });
+    if mask.is_empty() {
+        return Flow::Continue;
+    }
+    w.counters.table_sync_ipi += 1;
+    let mut f = crate::kernel_smp::SmpCallFunctionManyCond::new(
+        mask,
+        crate::kernel_smp::CallFunc::TlbRemoveTableSmpSync,
+        crate::kernel_smp::Cond::Always,
+    );
+    f.run_local = false;
+    Flow::Call(crate::world::Frame::SmpCallFunctionManyCond(f))
 }
 
 /// include/asm-generic/tlb.h: `tlb_end_vma`: flush (and reset the range) at
