@@ -38,18 +38,29 @@ fn targeted_sync_ipis_only_the_walkers_cpus() {
             let s2 = collapse(arch, k, &STEP2);
             assert_eq!(s2.arch["table_sync_targeted"], collapses, "{arch} k={k}");
             assert!(s2.violations.is_empty(), "{arch} k={k}");
-            let sync_cal: u64 = total(&s2, "CAL");
-            for (c, &n) in s2.interrupts.cal.iter().enumerate() {
+            // A remote flush_tlb_func counts in both rows (TLB and CAL):
+            // the sync IPIs a CPU took are its CAL less its TLB.
+            let sync = |c: usize| s2.interrupts.cal[c] - s2.interrupts.tlb[c];
+            for c in 0..s2.interrupts.cal.len() {
                 if c == 0 || c > k as usize {
-                    assert_eq!(n, 0, "{arch} k={k}: CPU{c} runs no walker");
+                    assert_eq!(
+                        s2.interrupts.cal[c], 0,
+                        "{arch} k={k}: CPU{c} runs no walker"
+                    );
                 } else {
-                    assert!(n <= collapses, "{arch} k={k}: CPU{c} got {n}");
+                    assert!(sync(c) <= collapses, "{arch} k={k}: CPU{c} got {}", sync(c));
                 }
             }
+            // x86 gives the mm a global ASID (broadcast flushes, no IPI)
+            // only when it is active on more than 3 CPUs
+            // (consider_global_asid): with fewer walkers the collapse's
+            // flush IPIs them and waits until their IRQ-off walk ends, so
+            // the sync that follows finds none published.
+            let no_flush_ipi = arch == "machine.arch=arm64" || k + 1 > 3;
             if k == 0 {
-                assert_eq!(sync_cal, 0, "{arch}: no walker, no sync IPI");
+                assert_eq!(total(&s2, "CAL"), 0, "{arch}: no walker, no sync IPI");
                 assert_eq!(s2.arch["table_sync_ipi"], 0);
-            } else {
+            } else if no_flush_ipi {
                 // A walker spends most of its time inside gup_fast: some
                 // syncs find it published.
                 assert!(s2.arch["table_sync_ipi"] > 0, "{arch} k={k}");
@@ -58,9 +69,10 @@ fn targeted_sync_ipis_only_the_walkers_cpus() {
     }
 }
 
-/// The hugetlb unshare path calls the same sync: with INVLPGB (no flush
-/// IPIs to lean on), step 2 reads the walkers instead of IPI'ing all 7
-/// other CPUs, and only the 2 GUP-fast threads' CPUs can get a sync IPI.
+/// The hugetlb unshare path calls the same sync: with INVLPGB (where step
+/// 1 is off), step 2 reads the walkers instead of IPI'ing all 7 other CPUs,
+/// and only the 2 GUP-fast threads' CPUs can get a sync IPI (the mm is
+/// active on 3 CPUs: no global ASID, so its flushes still IPI them).
 #[test]
 fn hugetlb_unshare_uses_the_targeted_sync() {
     let up = run(&scenario("hugetlb-unshare", &["x86.invlpgb=true"]));
@@ -72,8 +84,9 @@ fn hugetlb_unshare_uses_the_targeted_sync() {
     assert!(s2.violations.is_empty() && up.violations.is_empty());
     assert!(s2.arch["table_sync_targeted"] > 0);
     assert!(s2.arch["table_sync_ipi"] <= s2.arch["table_sync_targeted"]);
-    assert!(total(&s2, "CAL") <= 2 * s2.arch["table_sync_targeted"]);
-    assert!(total(&s2, "CAL") < total(&up, "CAL"));
+    let sync = |r: &sim::Report| total(r, "CAL") - total(r, "TLB");
+    assert!(sync(&s2) <= 2 * s2.arch["table_sync_targeted"]);
+    assert!(sync(&s2) < sync(&up));
 }
 
 /// The collapse/zap race against 3 GUP-fast threads (KVM guest with vCPU
