@@ -8,34 +8,12 @@ use machine::{Cost, CostProfile};
 use tlblab::plot::{line_chart, Series};
 use tlblab::{load_scenario, run_scenario, RunOptions};
 
-const SETUPS: [(&str, &[&str]); 3] = [
-    (
-        "x86 64 CPUs, INVLPGB",
-        &["machine.cpus=64", "x86.invlpgb=true"],
-    ),
-    (
-        "x86 KVM guest, 64 vCPUs",
-        &[
-            "machine.cpus=64",
-            "x86.paravirt=kvm",
-            "x86.vcpu_run_us=1000",
-        ],
-    ),
-    (
-        "arm64 128 cores",
-        &["machine.arch=arm64", "machine.cpus=128"],
-    ),
-];
+use tlblab::demo::{STEP2, STEP2_SETUPS as SETUPS};
+
 const VARIANTS: [(&str, &[&str]); 3] = [
     ("upstream", &[]),
     ("step 1", &["mm.skip_redundant_table_sync=true"]),
-    (
-        "step 2",
-        &[
-            "mm.skip_redundant_table_sync=true",
-            "mm.targeted_table_sync=true",
-        ],
-    ),
+    ("step 2", &STEP2),
 ];
 const WALKERS: [u32; 4] = [0, 1, 4, 16];
 const SIZE: &str = "workload.size=256MiB";
