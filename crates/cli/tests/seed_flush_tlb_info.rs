@@ -8,6 +8,7 @@ fn us_per_op(placement: &str) -> f64 {
         "flush-tlb-info-madvise",
         &[
             "workload.iterations=20000",
+            "machine.jitter_pct=0",
             &format!("x86.flush_tlb_info={placement}"),
         ],
     );
@@ -23,21 +24,17 @@ fn aligned_matches_percpu_and_unaligned_is_slower() {
     let percpu = us_per_op("percpu");
     let aligned = us_per_op("stack_aligned");
     let unaligned = us_per_op("stack_unaligned");
+    assert_eq!(aligned, percpu);
+    // The second line is missed together with the first (the misses
+    // overlap): one `cache_line_concurrent` for the initiator's ownership
+    // request, and one for the target that acks last, on the critical
+    // path of every madvise (one flush per op): 28 ns of ~2.97 us, +0.94%.
+    // Derived from the prices; the seed's published +0.9% is not used.
+    let line = machine::CostProfile::default_x86().ns(machine::Cost::CacheLineConcurrent);
+    let extra_ns = (unaligned - percpu) * 1000.0;
     assert!(
-        (aligned / percpu - 1.0).abs() < 0.005,
-        "aligned {aligned} vs percpu {percpu}"
-    );
-    assert!(
-        unaligned > percpu && unaligned > aligned,
-        "unaligned {unaligned}"
-    );
-    // The slowdown is about one overlapped line miss on each side of the
-    // IPI; it must stay a small effect, as in the seed (+0.9%).
-    let slow = unaligned / percpu - 1.0;
-    assert!(
-        slow > 0.002 && slow < 0.03,
-        "unaligned slowdown {:.3}%",
-        slow * 100.0
+        (extra_ns - 2.0 * line).abs() < 0.01,
+        "unaligned costs {extra_ns} ns more per op, expected 2 x {line}"
     );
 }
 
