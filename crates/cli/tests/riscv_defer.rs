@@ -65,9 +65,25 @@ fn deferral_accounts_for_every_target() {
         a["deferred_flushes"] > 0 && a["deferred_applied"] > 0,
         "{a:?}"
     );
-    // Published: ~108k -> ~46k (-57%); here full queues still IPI.
+    // Where the IPIs go, exactly. Each remote target of a flush is kept (it
+    // has the ASID loaded, or its queue is full: it gets a csd) or queued
+    // (no csd, no IPI). Upstream every remote target gets a csd, and an IPI
+    // unless its call_single_queue already held one.
+    let kept = a["defer_ipi_running"] + a["defer_ipi_loaded"] + a["deferred_overflows"];
+    let targets = kept + a["deferred_flushes"];
+    assert_eq!(a["csd_queued"], kept, "{a:?}");
+    assert!(total(&base, "CAL") <= base.arch["csd_queued"]);
+    // So for the flushes of this run the deferral sends kept / targets of
+    // the IPIs upstream would (5,079 of 18,226 targets, 28 %, at seed 1).
+    // Across the two runs the saving is smaller (9,767 -> 5,079 IPIs, -48 %;
+    // published ~108k -> ~46k, -57 %): the runs differ in where the
+    // scheduler places the children, and with deferral their masks hold
+    // more harts (18,226 targets over 4,274 remote flushes against 9,777
+    // csds over 4,046 upstream; seeds 2 and 3 likewise), so only the
+    // direction is asserted across runs.
+    assert!(total(&d, "CAL") <= kept && kept < targets);
     assert!(
-        total(&d, "CAL") * 10 < total(&base, "CAL") * 6,
+        total(&d, "CAL") < total(&base, "CAL"),
         "IPIs {} -> {}",
         total(&base, "CAL"),
         total(&d, "CAL")

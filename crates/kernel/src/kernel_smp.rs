@@ -146,6 +146,7 @@ impl SmpCallFunctionManyCond {
                     // __smp_call_single_queue: llist_add; IPI only if the list was empty.
                     let q = &mut w.cpus[t as usize].call_single_queue;
                     let was_empty = q.is_empty();
+                    w.counters.csd_queued += 1;
                     q.push(Csd {
                         initiator: cpu,
                         func: self.func,

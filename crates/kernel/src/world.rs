@@ -268,6 +268,9 @@ pub struct Counters {
     pub full_flushes: u64,
     pub cr3_writes: u64,
     pub ipis_sent: u64,
+    /// `smp_call_function_many_cond`: csds queued (one per remote target
+    /// that passed `cond_func`); an IPI goes only where the queue was empty.
+    pub csd_queued: u64,
     pub segv: u64,
     pub violations_dropped: u64,
     /// `tlb_remove_table_sync_one()` calls that IPI'd / returned early.

@@ -134,6 +134,7 @@ impl Report {
             ("tlb_hits", c.tlb_hits),
             ("tlb_misses", c.tlb_misses),
             ("ipis_sent", c.ipis_sent),
+            ("csd_queued", c.csd_queued),
             ("segv", c.segv),
             ("violations_dropped", c.violations_dropped),
             ("frames_in_use", w.mem.in_use() as u64),
