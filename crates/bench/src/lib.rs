@@ -48,6 +48,15 @@ impl HostReport {
             .unwrap_or(0.0)
             / 1000.0
     }
+    /// The median op time in µs (the collapse bench records each round's
+    /// time per extent, so this is the median round).
+    pub fn us_per_op_median(&self) -> f64 {
+        self.ops
+            .first()
+            .and_then(|o| o["latency_ns"]["p50"].as_f64())
+            .unwrap_or(0.0)
+            / 1000.0
+    }
     /// Operations counted.
     pub fn op_count(&self) -> u64 {
         self.ops

@@ -57,8 +57,8 @@ pub fn calibrate(iterations: u64) -> Result<Calibration, Error> {
             "calibration needs 2 CPUs (one busy thread on another CPU)".into(),
         ));
     }
-    let local = bench::run_with("madvise_dontneed", 0, iterations, false)?;
-    let remote = bench::run_with("madvise_dontneed", 1, iterations, false)?;
+    let local = median_run("madvise_dontneed", 0, iterations)?;
+    let remote = median_run("madvise_dontneed", 1, iterations)?;
     let (h_local, h_remote) = (local.us_per_op(), remote.us_per_op());
     let n = remote.op_count().max(1) as f64;
     let (h_tlb, h_cal) = (
@@ -108,6 +108,7 @@ pub fn calibrate(iterations: u64) -> Result<Calibration, Error> {
         Cost::IpiDelivery,
         format!("fitted on host kernel {kernel}: madvise with one busy thread {h_remote:.3} us/op vs {h_local:.3} without"),
     );
+    let fault_row = fit_file_fault(&mut p, ncpu, &kernel)?;
     let collapse_rows = fit_collapse(&mut p, ncpu, &kernel)?;
     p.name = "calibrated".into();
     p.description =
@@ -140,14 +141,83 @@ pub fn calibrate(iterations: u64) -> Result<Calibration, Error> {
             after: a_cal,
         },
     ];
+    rows.push(fault_row);
     rows.extend(collapse_rows);
     Ok(Calibration { profile: p, rows })
 }
 
+/// lmbench `lat_pagefault` iterations on the host and in the model.
+const LAT_PAGEFAULT_ITERS: (u64, u64) = (200, 50);
+
+/// Fit the file-fault prices, `filemap_fault` and `fault_around_pte` scaled
+/// together, from lmbench `lat_pagefault` on the host. The madvise fit
+/// scales every price by one factor; on this project's VMs that leaves a
+/// file fault ~30 % dearer than the host's (0.24 against 0.18 us per page),
+/// because the madvise path is mostly syscall and fault entry, which a VM
+/// slows more than the page-cache work. The model's `lat_pagefault` is
+/// linear in the pair, so one run with them at zero gives the floor (fault
+/// entry, TLB-miss walks) and the scale follows. `validate` then checks
+/// `lat_mmap`, whose file faults use the pair next to unfitted mmap and
+/// munmap work.
+fn fit_file_fault(p: &mut CostProfile, ncpu: usize, kernel: &str) -> Result<Row, Error> {
+    let (host_iters, model_iters) = LAT_PAGEFAULT_ITERS;
+    let host = median_run("lat_pagefault", 1, host_iters)?.us_per_op();
+    let pair = [Cost::FilemapFault, Cost::FaultAroundPte];
+    let before = lmbench_model(p, ncpu, "lat-pagefault", model_iters)?;
+    let mut zero = p.clone();
+    for c in pair {
+        zero.set(c, 0.0);
+    }
+    let floor = lmbench_model(&zero, ncpu, "lat-pagefault", model_iters)?;
+    if host <= floor || before <= floor {
+        return Err(Error::Unsupported(format!(
+            "lat_pagefault fit: host {host:.4} us per page is not above the model's {floor:.4} without any page-cache work (fault entry, TLB-miss walks)"
+        )));
+    }
+    let scale = (host - floor) / (before - floor);
+    for c in pair {
+        p.set(c, p.ns(c) * scale);
+        p.set_source(
+            c,
+            format!("fitted on host kernel {kernel}: lmbench lat_pagefault {host:.4} us per page (x{scale:.3} of the madvise-scaled price)"),
+        );
+    }
+    Ok(Row {
+        metric: "lat_pagefault us/op",
+        host,
+        before,
+        after: lmbench_model(p, ncpu, "lat-pagefault", model_iters)?,
+    })
+}
+
+/// Host runs per fitted figure; the run with the median µs/op is used.
+/// Every model price but two is scaled by one host measurement, so one
+/// run slowed by a neighbour (these are shared VMs) would move them all.
+const HOST_ROUNDS: usize = 5;
+
+/// `bench::run_with` `HOST_ROUNDS` times; the run with the median µs/op.
+fn median_run(workload: &str, threads: u32, iterations: u64) -> Result<bench::HostReport, Error> {
+    let mut runs = (0..HOST_ROUNDS)
+        .map(|_| bench::run_with(workload, threads, iterations, false))
+        .collect::<Result<Vec<_>, _>>()?;
+    runs.sort_by(|a, b| a.us_per_op().total_cmp(&b.us_per_op()));
+    Ok(runs.swap_remove(HOST_ROUNDS / 2))
+}
+
 /// Collapse fits: 2 MiB extents collapsed per call, and the populations
-/// (every Nth page faulted in) the two fitted prices are solved from.
-const FIT_COLLAPSE_MIB: u64 = 16;
+/// (every Nth page faulted in) the two fitted prices are solved from. The
+/// size is the one `validate` measures: on this project's VMs a 2 MiB
+/// collapse takes ~20 % longer inside a 64 MiB call than inside a 16 MiB
+/// one (580 against 490 us all present, 152 against 117 us 1/8 present,
+/// medians of 5 rounds), a size effect (the copies' sources and targets
+/// outgrow the last-level cache) that the model's flat per-page price
+/// does not have; fitting at one size and validating at another would
+/// measure that, not the fit.
+const FIT_COLLAPSE_MIB: u64 = 64;
 const FIT_STRIDES: [u32; 2] = [1, 8];
+/// Host collapse rounds; the median round is the host's figure (one round in
+/// a few takes several times longer: compaction, a busy neighbour VM).
+const COLLAPSE_ROUNDS: u64 = 5;
 
 /// Fit the collapse path's own prices, `collapse_setup` (per 2 MiB
 /// collapse) and `collapse_copy_page` (per present 4 KiB page), from two
@@ -162,7 +232,8 @@ const FIT_STRIDES: [u32; 2] = [1, 8];
 fn fit_collapse(p: &mut CostProfile, ncpu: usize, kernel: &str) -> Result<Vec<Row>, Error> {
     let mut host = [0.0; 2];
     for (h, stride) in host.iter_mut().zip(FIT_STRIDES) {
-        *h = bench::collapse::run_strided(FIT_COLLAPSE_MIB << 20, 3, stride)?.us_per_op();
+        *h = bench::collapse::run_strided(FIT_COLLAPSE_MIB << 20, COLLAPSE_ROUNDS, stride)?
+            .us_per_op_median();
     }
     let model = |p: &CostProfile| -> Result<[f64; 2], Error> {
         let mut t = [0.0; 2];
@@ -254,7 +325,7 @@ pub fn validate(profile: &CostProfile, iterations: u64) -> Result<Vec<Check>, Er
         .map(|n| n.get())
         .unwrap_or(1);
     let threads = ncpu.min(8) as u32;
-    let host = bench::run_with("tlb_flush_threads", threads, iterations, false)?;
+    let host = median_run("tlb_flush_threads", threads, iterations)?;
     let mut s = load_scenario("tlb-flush-threads")?;
     s.set(&format!("machine.cpus={ncpu}"))?;
     s.set(&format!("workload.threads={threads}"))?;
@@ -292,14 +363,14 @@ pub fn validate(profile: &CostProfile, iterations: u64) -> Result<Vec<Check>, Er
 /// collapse (upstream: one `tlb_remove_table_sync_one` IPI to each other
 /// CPU), with the host's background CAL traffic over the same time removed.
 fn collapse_rows(profile: &CostProfile, ncpu: usize) -> Result<Vec<Check>, Error> {
-    let host = bench::run_with("khugepaged_collapse", 1, 3, false)?;
+    let host = bench::run_with("khugepaged_collapse", 1, COLLAPSE_ROUNDS, false)?;
     let mut s = load_scenario("skip-sync-collapse")?;
     s.set(&format!("machine.cpus={ncpu}"))?;
     s.set("workload.size=64MiB")?;
     let (m, _) = run_with_profile(&s, profile.clone(), &RunOptions::default())?;
     let collapses = m.arch["collapses"].max(1) as f64;
-    // A population `calibrate` did not fit (it fits 1/1 and 1/8 at 16 MiB).
-    let half = bench::collapse::run_strided(64 << 20, 2, 2)?;
+    // A population `calibrate` did not fit (it fits 1/1 and 1/8 at 64 MiB).
+    let half = bench::collapse::run_strided(64 << 20, COLLAPSE_ROUNDS, 2)?;
     Ok(vec![
         Check {
             metric: "MADV_COLLAPSE CAL per collapse".into(),
@@ -309,13 +380,13 @@ fn collapse_rows(profile: &CostProfile, ncpu: usize) -> Result<Vec<Check>, Error
         },
         Check {
             metric: "MADV_COLLAPSE us per 2 MiB".into(),
-            host: host.us_per_op(),
+            host: host.us_per_op_median(),
             model: model_collapse_us(&m),
             tolerance: TIME_TOLERANCE,
         },
         Check {
             metric: "MADV_COLLAPSE us/2MiB, 1/2 present".into(),
-            host: half.us_per_op(),
+            host: half.us_per_op_median(),
             model: model_collapse_run(profile, ncpu, 64, 2)?,
             tolerance: TIME_TOLERANCE,
         },
@@ -346,39 +417,37 @@ fn model_collapse_us(m: &sim::Report) -> f64 {
         })
 }
 
-/// lmbench `lat_pagefault` (one read per page of a 1 MiB cached file: a
-/// fault maps 16 pages by fault-around) and `lat_mmap` (map, touch a
-/// quarter, unmap), on the host and in the model on x86 at the host's CPU
-/// count with nothing else running.
+/// lmbench `lat_mmap` (map a file, touch a quarter, unmap) on the host and
+/// in the model. (`lat_pagefault`, one read per page of a 1 MiB cached
+/// file with 16-page fault-around, is fitted by `calibrate`.)
 fn lmbench_rows(profile: &CostProfile, ncpu: usize) -> Result<Vec<Check>, Error> {
-    let mut rows = Vec::new();
-    for (workload, scenario, host_iters, model_iters) in [
-        ("lat_pagefault", "lat-pagefault", 200u64, 50u64),
-        ("lat_mmap", "lat-mmap", 2000, 2000),
+    let host = median_run("lat_mmap", 1, 2000)?;
+    Ok(vec![Check {
+        metric: "lat_mmap us/op".into(),
+        host: host.us_per_op(),
+        model: lmbench_model(profile, ncpu, "lat-mmap", 2000)?,
+        tolerance: TIME_TOLERANCE,
+    }])
+}
+
+/// Mean µs per op of an lmbench scenario in the model on x86 at `ncpu`
+/// CPUs with nothing else running.
+fn lmbench_model(p: &CostProfile, ncpu: usize, scenario: &str, iters: u64) -> Result<f64, Error> {
+    let mut s = load_scenario(scenario)?;
+    for kv in [
+        "machine.arch=x86".to_string(),
+        format!("machine.cpus={ncpu}"),
+        "machine.timeslice_us=0".into(),
+        "machine.migrate_pct=0".into(),
+        format!("workload.iterations={iters}"),
     ] {
-        let host = bench::run_with(workload, 1, host_iters, false)?;
-        let mut s = load_scenario(scenario)?;
-        for kv in [
-            "machine.arch=x86".to_string(),
-            format!("machine.cpus={ncpu}"),
-            "machine.timeslice_us=0".into(),
-            "machine.migrate_pct=0".into(),
-            format!("workload.iterations={model_iters}"),
-        ] {
-            s.set(&kv)?;
-        }
-        let (m, _) = run_with_profile(&s, profile.clone(), &RunOptions::default())?;
-        let mo = m
-            .main_op()
-            .ok_or_else(|| Error::Config("model run measured nothing".into()))?;
-        rows.push(Check {
-            metric: format!("{workload} us/op"),
-            host: host.us_per_op(),
-            model: mo.latency_ns.mean / 1000.0,
-            tolerance: TIME_TOLERANCE,
-        });
+        s.set(&kv)?;
     }
-    Ok(rows)
+    let (m, _) = run_with_profile(&s, p.clone(), &RunOptions::default())?;
+    let mo = m
+        .main_op()
+        .ok_or_else(|| Error::Config("model run measured nothing".into()))?;
+    Ok(mo.latency_ns.mean / 1000.0)
 }
 
 /// One guest boot compared with the model at the guest's vCPU count.

@@ -8,12 +8,15 @@ fn calibrated_profile_reproduces_the_host_and_reads_back() {
         panic!("this host cannot run the host tests: {why}");
     }
     let c = tlblab::calibrate::calibrate(20_000).expect("calibration");
-    // The fitted rows: the madvise path (two) and the collapse path (two
-    // populations, two prices: solved exactly up to the model's jitter).
-    let fitted = c.rows[..2]
-        .iter()
-        .chain(c.rows.iter().filter(|r| r.metric.starts_with("collapse")));
-    assert_eq!(fitted.clone().count(), 4);
+    // The fitted rows: the madvise path (two), lat_pagefault (the file-fault
+    // pair, one scale) and the collapse path (two populations, two prices:
+    // solved exactly up to the model's jitter).
+    let fitted = c.rows[..2].iter().chain(
+        c.rows
+            .iter()
+            .filter(|r| r.metric.starts_with("collapse") || r.metric.starts_with("lat_pagefault")),
+    );
+    assert_eq!(fitted.clone().count(), 5);
     for r in fitted {
         assert!(
             (r.after / r.host - 1.0).abs() < 0.05,
@@ -35,5 +38,9 @@ fn calibrated_profile_reproduces_the_host_and_reads_back() {
     ] {
         assert!(back.source(cost).contains("MADV_COLLAPSE"));
         assert!(back.ns(cost) >= 0.0);
+    }
+    for cost in [machine::Cost::FilemapFault, machine::Cost::FaultAroundPte] {
+        assert!(back.source(cost).contains("lat_pagefault"));
+        assert!(back.ns(cost) > 0.0);
     }
 }
