@@ -633,10 +633,10 @@ fn riscv_seed(opts: &RunOptions) -> Result<Section, Error> {
     let mut out = String::new();
     let out = &mut out;
     let mut base = sec.scenario("mmapstress01")?;
-    // The deferral pays once the parent's mm_cpumask (which only grows)
-    // spans most harts: at 64 harts that takes ~1,300 forks (1,000 forks:
-    // -7%, 1,300: -23%, 2,000: -48% IPIs), so the demo always runs 2,000,
-    // whatever --iterations says (about 1 s per variant).
+    // The cut grows as the parent's mm_cpumask (which only grows) spans
+    // more harts (64 harts: 1,000 forks -64%, 1,300 -71%, 2,000 -76% IPIs),
+    // so the demo always runs 2,000, whatever --iterations says (about 1 s
+    // per variant).
     base.workload.iterations = 2000;
     let _ = writeln!(
         out,

@@ -271,6 +271,8 @@ pub struct Counters {
     /// `smp_call_function_many_cond`: csds queued (one per remote target
     /// that passed `cond_func`); an IPI goes only where the queue was empty.
     pub csd_queued: u64,
+    /// `scheduler_tick`s that moved the running task to another CPU.
+    pub sched_migrations: u64,
     pub segv: u64,
     pub violations_dropped: u64,
     /// `tlb_remove_table_sync_one()` calls that IPI'd / returned early.

@@ -157,8 +157,12 @@ pub struct Sim {
     /// An NMI handler occupies the CPU until then.
     stall_until: Vec<Time>,
     irq_arrived: Vec<bool>,
-    /// A tick asked for a reschedule; done at the next step boundary.
-    tick_pending: Vec<bool>,
+    /// A tick set `need_resched` for this task (kernel/sched/core.c:
+    /// `sched_tick` -> `resched_curr`); the task is preempted at its next
+    /// preemption point (the first step at which it can be preempted:
+    /// `preempt_enable`, IRQs back on, the return to user), and the flag
+    /// goes with it if it leaves the CPU first (`schedule` clears it).
+    tick_pending: Vec<Option<TaskId>>,
     /// Each CPU's armed hrtimer: (task, op to start, expiry).
     timer: Vec<Option<(TaskId, u16, Time)>>,
     /// The hrtimer expired; its interrupt waits for IRQs to be on.
@@ -236,7 +240,7 @@ impl Sim {
             busy_until: vec![0; n],
             stall_until: vec![0; n],
             irq_arrived: vec![false; n],
-            tick_pending: vec![false; n],
+            tick_pending: vec![None; n],
             timer: vec![None; n],
             timer_due: vec![false; n],
             cache: CacheModel::default(),
@@ -396,8 +400,8 @@ impl Sim {
                 Kind::Tick => {
                     let t = self.now + self.opts.timeslice_ns;
                     self.push(t, ev.cpu, Kind::Tick);
-                    if self.world.can_preempt(ev.cpu) {
-                        self.tick_pending[c] = true;
+                    if let Some(t) = self.world.cpus[c].curr {
+                        self.tick_pending[c] = Some(t);
                         let at = self.now.max(self.busy_until[c]);
                         self.schedule(ev.cpu, at);
                     }
@@ -503,7 +507,8 @@ impl Sim {
         } else if self.irq_arrived[c] && self.world.can_take_irq(cpu) {
             self.irq_arrived[c] = false;
             StepKind::TakeIrq
-        } else if std::mem::take(&mut self.tick_pending[c]) && self.world.can_preempt(cpu) {
+        } else if self.need_resched(cpu) {
+            self.tick_pending[c] = None;
             let n = self.world.cpus.len() as u64;
             let to = if n > 1 && self.rng.below(100) < self.opts.migrate_pct as u64 {
                 // Another CPU, uniformly.
@@ -566,6 +571,20 @@ impl Sim {
 
     /// Price a step's charges; fills `offsets` (ps before each charge,
     /// jitter applied) and returns the step's duration in ns.
+    /// The tick's `need_resched` for the task running on `cpu`, taken at a
+    /// preemption point; dropped if that task no longer runs here.
+    fn need_resched(&mut self, cpu: CpuId) -> bool {
+        let c = cpu as usize;
+        match self.tick_pending[c] {
+            Some(t) if self.world.cpus[c].curr == Some(t) => self.world.can_preempt(cpu),
+            Some(_) => {
+                self.tick_pending[c] = None;
+                false
+            }
+            None => false,
+        }
+    }
+
     fn price(&mut self, cpu: CpuId, fx: &Effects) -> Time {
         self.offsets.clear();
         let c = cpu as usize;

@@ -135,6 +135,7 @@ impl Report {
             ("tlb_misses", c.tlb_misses),
             ("ipis_sent", c.ipis_sent),
             ("csd_queued", c.csd_queued),
+            ("sched_migrations", c.sched_migrations),
             ("segv", c.segv),
             ("violations_dropped", c.violations_dropped),
             ("frames_in_use", w.mem.in_use() as u64),

@@ -15,6 +15,7 @@ pub fn scheduler_tick(w: &mut World, cpu: CpuId, migrate_to: Option<CpuId>, fx: 
     let Some(t) = w.cpus[c].curr else { return };
     match migrate_to {
         Some(to) if to != cpu => {
+            w.counters.sched_migrations += 1;
             w.cpus[c].curr = None;
             let task = &mut w.tasks[t as usize];
             task.state = TaskState::Runnable;
