@@ -399,8 +399,7 @@ pub struct InjectCfg {
     pub arm64_broadcast_dsb_nsh: bool,
     /// Seed (b) step 2 misplaced: GUP-fast publishes
     /// `active_lockless_pt_walk_mm` only after its first PMD read (a walker
-    /// that has not published yet when it reads the PMD). Not serialized when off.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    /// that has not published yet when it reads the PMD).
     pub gup_fast_publish_late: bool,
 }
 
@@ -430,17 +429,9 @@ pub struct MmCfg {
     /// Seed (b) step 2 (the v4 design): GUP-fast publishes
     /// `active_lockless_pt_walk_mm` around its walk, and the sync
     /// (`tlb_remove_table_sync_mm`) IPIs only the CPUs whose variable names
-    /// the mm. Not serialized when off, so reports without it stay as they were.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    /// the mm.
     pub targeted_table_sync: bool,
 }
-
-/// Boolean switches not serialized while false (`skip_serializing_if`), so
-/// that reports of runs without them stay byte-identical: (section, key).
-const UNSERIALIZED_WHEN_OFF: &[(&str, &str)] = &[
-    ("mm", "targeted_table_sync"),
-    ("inject", "gup_fast_publish_late"),
-];
 
 /// A complete run description.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -492,12 +483,6 @@ impl Scenario {
             .ok_or_else(|| Error::Config(format!("--set '{kv}' is not key=value")))?;
         let (key, val) = (key.trim(), val.trim());
         let mut root = toml::Value::try_from(&*self).map_err(|e| Error::Config(e.to_string()))?;
-        // Switches left out of serialized scenarios while off are still keys.
-        for (section, k) in UNSERIALIZED_WHEN_OFF {
-            if let Some(t) = root.get_mut(*section).and_then(|v| v.as_table_mut()) {
-                t.entry(*k).or_insert(toml::Value::Boolean(false));
-            }
-        }
         let unknown = || Error::Config(format!("unknown key '{key}'"));
         let parts: Vec<&str> = key.split('.').collect();
         let (leaf, path) = parts.split_last().ok_or_else(unknown)?;
