@@ -99,8 +99,10 @@ fn pinned(len: usize, rounds: u64, stride: usize) -> Result<HostReport, Error> {
     // does not have. Later rounds agree within a few percent.
     round(len, stride, always, &rows)?;
     let t0 = Instant::now();
+    let mut collapses = Some(0u64);
     for _ in 0..rounds {
-        let (elapsed, before, after) = round(len, stride, always, &rows)?;
+        let (elapsed, before, after, allocs) = round(len, stride, always, &rows)?;
+        collapses = collapses.zip(allocs).map(|(a, b)| a + b);
         let extents = (len / HPAGE) as u64;
         let ns = elapsed / extents;
         for _ in 0..extents {
@@ -146,6 +148,9 @@ fn pinned(len: usize, rounds: u64, stride: usize) -> Result<HostReport, Error> {
     for (k, v) in background {
         rep.arch.insert(format!("background_{k}"), v);
     }
+    if let Some(c) = collapses {
+        rep.arch.insert("thp_collapse_alloc".into(), c);
+    }
     Ok(rep)
 }
 
@@ -158,20 +163,29 @@ type Rows = std::collections::BTreeMap<String, Vec<u64>>;
 const ATTEMPTS: usize = 5;
 
 /// One measured round: populate, then time one `MADV_COLLAPSE` call with
-/// the interrupt rows read around it. Returns (ns, rows before, rows after).
+/// the interrupt rows and `/proc/vmstat`'s `thp_collapse_alloc` read around
+/// it. Returns (ns, rows before, rows after, huge pages allocated by the
+/// successful call, or None where `/proc/vmstat` has no such counter): the
+/// warm-up round and failed attempts allocate too, and are not counted.
 fn round(
     len: usize,
     stride: usize,
     always: bool,
     rows: &[&str],
-) -> Result<(u64, Rows, Rows), Error> {
+) -> Result<(u64, Rows, Rows, Option<u64>), Error> {
     let mut attempt = 1;
     loop {
         let r = populate(len, stride, always)?;
         let before = interrupts::read(rows)?;
+        let a0 = thp_collapse_alloc();
         match collapse(&r, len) {
             // Read the rows before `r` is unmapped: munmap's flush is not the collapse's.
-            Ok(ns) => return Ok((ns, before, interrupts::read(rows)?)),
+            Ok(ns) => {
+                let allocs = thp_collapse_alloc()
+                    .zip(a0)
+                    .map(|(a1, a0)| a1.saturating_sub(a0));
+                return Ok((ns, before, interrupts::read(rows)?, allocs));
+            }
             Err(e) if e.raw_os_error() == Some(libc::EAGAIN) && attempt < ATTEMPTS => {
                 attempt += 1
             }
@@ -218,4 +232,28 @@ fn collapse(r: &Aligned, len: usize) -> std::io::Result<u64> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(t.elapsed().as_nanos() as u64)
+}
+
+/// `thp_collapse_alloc` of `/proc/vmstat`: huge pages allocated by
+/// khugepaged and `MADV_COLLAPSE` (mm/khugepaged.c, `alloc_charge_folio`).
+fn thp_collapse_alloc() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/vmstat").ok()?;
+    vmstat(&text, "thp_collapse_alloc")
+}
+
+/// One counter of `/proc/vmstat` text.
+fn vmstat(text: &str, key: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn vmstat_reads_one_counter_by_its_whole_name() {
+        let t = "thp_collapse_alloc_failed 7\nthp_collapse_alloc 42\nnr_free_pages 9\n";
+        assert_eq!(super::vmstat(t, "thp_collapse_alloc"), Some(42));
+        assert_eq!(super::vmstat(t, "thp_collapse_alloc_failed"), Some(7));
+        assert_eq!(super::vmstat(t, "thp_fault_alloc"), None);
+    }
 }

@@ -433,13 +433,6 @@ fn tail(lines: &[String]) -> String {
     lines[n.saturating_sub(3)..].join(" | ")
 }
 
-/// One counter of `/proc/vmstat` text.
-fn vmstat(text: &str, key: &str) -> u64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// Per-CPU (busy, steal) jiffies from `/proc/stat`.
 fn cpu_times() -> Vec<(u64, u64)> {
     let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
@@ -500,18 +493,12 @@ fn agent(
     // collapse ranges on its own, each with a sync IPI to every CPU. With
     // "never" it stops; MADV_COLLAPSE ignores the sysfs setting (6.1+).
     let _ = std::fs::write("/sys/kernel/mm/transparent_hugepage/enabled", "never");
-    let vm0 = std::fs::read_to_string("/proc/vmstat").unwrap_or_default();
+    // The report's thp_collapse_alloc counts the recorded rounds only.
     let collapse = {
         let _restore = crate::madvise::Affinity::save()?;
         crate::madvise::pin(0)?;
         crate::collapse::run(collapse_mib << 20, collapse_rounds)?
     };
-    let vm1 = std::fs::read_to_string("/proc/vmstat").unwrap_or_default();
-    let mut collapse = collapse;
-    collapse.arch.insert(
-        "thp_collapse_alloc".into(),
-        vmstat(&vm1, "thp_collapse_alloc").saturating_sub(vmstat(&vm0, "thp_collapse_alloc")),
-    );
     let t0 = cpu_times();
     let madvise = crate::run("madvise_dontneed", ncpu - 1, madvise_iterations)?;
     let t1 = cpu_times();
