@@ -59,6 +59,40 @@ pub fn flush_tlb_mm(w: &mut World, mm: MmId, fx: &mut Effects) -> Flow {
     }
 }
 
+/// `pmdp_collapse_flush(vma, addr, pmdp)`'s flush, after the PMD is cleared:
+/// x86 and arm64 use the generic one (mm/pgtable-generic.c), a
+/// `flush_tlb_range` of the 2 MiB: x86's passes `freed_tables = true` (a PMD
+/// zap unhooks a PTE table, so lazy CPUs are IPI'd too: "x86/mm: Fix
+/// flush_tlb_range() when used for zapping normal PMDs", 6.1 stable); arm64's
+/// is `__flush_tlb_range(vma, start, end, PAGE_SIZE, false, ...)`: 512
+/// strides, a `TLBI ASIDE1IS` without FEAT_TLBIRANGE, a range TLBI with it,
+/// broadcast, no IPI. RISC-V overrides it (arch/riscv/mm/pgtable.c):
+/// `flush_tlb_mm`, since an address-specific `sfence.vma` leaves the old
+/// non-leaf entry in the walk cache.
+pub fn pmdp_collapse_flush(
+    w: &mut World,
+    cpu: CpuId,
+    mm: MmId,
+    addr: u64,
+    fx: &mut Effects,
+) -> Flow {
+    let end = addr + machine::HPAGE_SIZE;
+    match w.cfg.arch {
+        Arch::X86 => Flow::Call(Frame::FlushTlbMmRange(x86::tlb::FlushTlbMmRange::new(
+            mm, addr, end, PAGE_SHIFT, true,
+        ))),
+        Arch::Arm64 => {
+            // 512 strides: more than the checker's TLBI buffer holds, so the
+            // TLBIs complete as issued; the leading dsb(ishst) still drains
+            // the cleared PMD (a full barrier on this CPU: the sync's later
+            // loads cannot pass it).
+            arm64::tlbflush::flush_tlb_range_weak(w, cpu, mm, addr, end, false, fx);
+            Flow::Yield
+        }
+        Arch::Riscv => riscv_flush_tlb_range(w, mm, 0, TLB_FLUSH_ALL),
+    }
+}
+
 /// `flush_tlb_page(vma, va)` (as `ptep_clear_flush` uses it).
 pub fn flush_tlb_page(w: &mut World, mm: MmId, va: u64, fx: &mut Effects) -> Flow {
     match w.cfg.arch {

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  mmap_write_lock → alloc + revalidate → pmdp_collapse_flush (PMD cleared,
-//!  2 MiB range flushed, not freed_tables) → tlb_remove_table_sync_one()
+//!  2 MiB range flushed by the architecture) → tlb_remove_table_sync_one()
 //!  (seed b step 2: tlb_remove_table_sync_mm(mm))
 //!  → copy the 512 pages, release them → set the huge PMD → deposit the
 //!  old PTE table → mmap_write_unlock
@@ -11,7 +11,6 @@
 //! The sync is what keeps GUP-fast (which takes no lock) from reading the
 //! old PTE table after it has been deposited.
 
-use crate::arch::x86::tlb::FlushTlbMmRange;
 use crate::effects::{Effects, Label, Stat};
 use crate::hw::memory_model::{self as mo, Loc};
 use crate::mm::gup::read_pmd;
@@ -19,7 +18,7 @@ use crate::mm::mmu_gather::tlb_remove_table_sync;
 use crate::world::{Flow, Frame, World};
 use crate::TaskId;
 use machine::mem::{pte, table_index, FrameUse};
-use machine::{Cost, CpuId, Pfn, HPAGE_SIZE, PAGE_SHIFT, PTRS_PER_TABLE};
+use machine::{Cost, CpuId, Pfn, HPAGE_SIZE, PTRS_PER_TABLE};
 
 /// `madvise(start, len, MADV_COLLAPSE)` in progress (mm/khugepaged.c: `madvise_collapse`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -120,12 +119,10 @@ impl CollapseHugePage {
                 Flow::Yield
             }
             Pc::Flush => {
-                // pmdp_collapse_flush: pmdp_huge_get_and_clear + flush_tlb_range.
-                // x86's flush_tlb_range passes freed_tables = true since
-                // "x86/mm: Fix flush_tlb_range() when used for zapping normal
-                // PMDs" (Jann Horn, 2023, in stable 6.1): a PMD zap unhooks a
-                // PTE table, so lazy CPUs are IPI'd too. A 6.1.192 guest shows
-                // it: lazy CPUs of the collapsing mm take one TLB IPI each.
+                // pmdp_collapse_flush: pmdp_huge_get_and_clear, then the
+                // architecture's flush of the 2 MiB (arch::pmdp_collapse_flush).
+                // A 6.1.192 x86 guest shows x86's: lazy CPUs of the
+                // collapsing mm take one TLB IPI each.
                 let (pmd_table, _) = read_pmd(w, mm, self.addr).expect("PMD level exists");
                 set_pmd(w, cpu, pmd_table, self.addr, 0, fx);
                 fx.label(Label::PmdpCollapseFlush {
@@ -133,13 +130,7 @@ impl CollapseHugePage {
                     table: self.table,
                 });
                 self.pc = Pc::Sync;
-                Flow::Call(Frame::FlushTlbMmRange(FlushTlbMmRange::new(
-                    mm,
-                    self.addr,
-                    self.addr + HPAGE_SIZE,
-                    PAGE_SHIFT,
-                    true,
-                )))
+                crate::arch::pmdp_collapse_flush(w, cpu, mm, self.addr, fx)
             }
             Pc::Sync => {
                 self.pc = Pc::Copy;

@@ -232,6 +232,10 @@ pub fn flush_tlb_range_weak(
 ) -> Option<Dsb> {
     let pages = (end - start).div_ceil(PAGE_SIZE);
     if pages > mo::STORE_BUFFER_DEPTH as u64 || w.mms[mm as usize].context_id == 0 {
+        // The TLBIs complete as issued, but the leading dsb(ishst) still
+        // orders this CPU's earlier page-table stores before them and
+        // before its later loads (a DSB is at least a full barrier).
+        mo::barrier(w, cpu, Some(mo::FLUSH_TLB_RANGE_DSB_ISHST), Order::Full, fx);
         __flush_tlb_range(w, mm, start, end, PAGE_SIZE, last_level, fx);
         return None;
     }
