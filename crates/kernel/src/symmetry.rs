@@ -57,6 +57,7 @@ impl Renaming<'_> {
     fn call_func(&self, f: CallFunc) -> CallFunc {
         match f {
             CallFunc::FlushTlbFunc(r) => CallFunc::FlushTlbFunc(self.info_ref(r)),
+            CallFunc::DoKernelRangeFlush(r) => CallFunc::DoKernelRangeFlush(self.info_ref(r)),
             other => other,
         }
     }
@@ -91,6 +92,11 @@ impl Renaming<'_> {
         let mut f = f.clone();
         match &mut f {
             Frame::FlushTlbMmRange(x) => x.info = x.info.map(|r| self.info_ref(r)),
+            Frame::FlushTlbKernelRange(x) => x.info = x.info.map(|r| self.info_ref(r)),
+            Frame::ArchTlbbatchFlush(x) => {
+                x.info = x.info.map(|r| self.info_ref(r));
+                x.batch.cpumask = x.batch.cpumask.permuted(self.cpu);
+            }
             Frame::SmpCallFunctionManyCond(x) => {
                 x.mask = x.mask.permuted(self.cpu);
                 x.queued = x.queued.permuted(self.cpu);

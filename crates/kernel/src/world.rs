@@ -93,6 +93,10 @@ pub enum Frame {
     SwitchMmIrqsOff(crate::arch::x86::tlb::SwitchMmIrqsOff),
     /// arm64: a DSB run in the step after its TLBIs (checker only).
     Arm64Dsb(crate::arch::arm64::tlbflush::Dsb),
+    /// x86 `flush_tlb_kernel_range`.
+    FlushTlbKernelRange(crate::arch::x86::tlb_kernel::FlushTlbKernelRange),
+    /// x86 `arch_tlbbatch_flush`.
+    ArchTlbbatchFlush(crate::arch::x86::tlb_kernel::ArchTlbbatchFlush),
 }
 
 /// What a frame's step asks the CPU loop to do next.
@@ -127,6 +131,8 @@ impl Frame {
             Frame::Vfree(f) => f.step(w, cpu, task, fx),
             Frame::SwitchMmIrqsOff(f) => f.step(w, cpu, fx),
             Frame::Arm64Dsb(f) => f.step(w, cpu, fx),
+            Frame::FlushTlbKernelRange(f) => f.step(w, cpu, task, fx),
+            Frame::ArchTlbbatchFlush(f) => f.step(w, cpu, task, fx),
         }
     }
 
@@ -324,6 +330,15 @@ pub struct Counters {
     /// at `switch_mm` or in a flush IPI.
     pub defer_enqueues: u64,
     pub defer_drains: u64,
+    /// x86 `flush_tlb_kernel_range` and `arch_tlbbatch_flush` calls.
+    pub kernel_range_flushes: u64,
+    pub tlbbatch_flushes: u64,
+    /// PT_RECLAIM: empty PTE tables `zap_pte_range` unhooked and freed.
+    pub pt_reclaimed: u64,
+    /// `tlb_remove_table_sync_rcu()` calls that waited for a grace period /
+    /// returned early (seed b patch 1/2).
+    pub table_sync_rcu: u64,
+    pub table_sync_rcu_skipped: u64,
 }
 
 impl PartialEq for Counters {
