@@ -634,6 +634,30 @@ pub const CATALOGUE: &[Config] = &[
         sym: &[],
         world: collapse_vs_gup,
     },
+    Config {
+        name: "x86_pt_reclaim_lazy",
+        about: "MADV_DONTNEED of a whole 2 MiB frees its PTE table (PT_RECLAIM) while a lazy CPU's walk cache points at it",
+        sets: &[],
+        expect_safe: true,
+        sym: &[],
+        world: pt_reclaim_lazy,
+    },
+    Config {
+        name: "unsafe_pt_reclaim_without_freed_tables",
+        about: "PT_RECLAIM frees the emptied PTE table without freed_tables: the flush skips the lazy CPU",
+        sets: &["inject.pt_reclaim_without_freed_tables=true"],
+        expect_safe: false,
+        sym: &[],
+        world: pt_reclaim_lazy,
+    },
+    Config {
+        name: "x86_pt_reclaim_vs_gup",
+        about: "PT_RECLAIM frees a PTE table a GUP-fast walker of the same mm may be reading (RCU table free)",
+        sets: &[],
+        expect_safe: true,
+        sym: &[],
+        world: pt_reclaim_vs_gup,
+    },
 ];
 
 /// Look a check up by name.
@@ -1189,5 +1213,78 @@ fn collapse_vs_gup_global_asid(s: &Scenario) -> Result<World, Error> {
     for cpu in 2..s.machine.cpus as u16 {
         w.spawn(mm, cpu, vec![UserOp::Spin], false);
     }
+    Ok(w)
+}
+
+/// PT_RECLAIM (x86, the default): a thread on CPU1 reads P (its walker
+/// caches the PMD entry's pointer to P's PTE table) and exits, leaving CPU1
+/// lazy in the mm. CPU0 writes P and `MADV_DONTNEED`s the whole 2 MiB:
+/// `zap_pte_range` empties the table, clears the PMD and frees the table
+/// after the flush; then CPU0 faults P back (a new table, possibly the
+/// same frame).
+fn pt_reclaim_lazy(s: &Scenario) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let mm = w.mm_alloc()?;
+    let len = machine::HPAGE_SIZE;
+    w.add_vma(mm, P, len);
+    let read = UserOp::Touch {
+        addr: P,
+        write: false,
+    };
+    let write = UserOp::Touch {
+        addr: P,
+        write: true,
+    };
+    w.spawn(mm, 1, vec![read, UserOp::Exit], true);
+    w.spawn(
+        mm,
+        0,
+        vec![
+            write.clone(),
+            UserOp::MadviseDontneed { start: P, len },
+            write,
+            UserOp::Exit,
+        ],
+        true,
+    );
+    Ok(w)
+}
+
+/// PT_RECLAIM against GUP-fast: CPU0 `MADV_DONTNEED`s a populated 2 MiB
+/// (its PTE table freed through `tlb_remove_table`'s RCU path) and faults
+/// a page back; CPU1 GUP-fasts two pages of the range with IRQs off.
+fn pt_reclaim_vs_gup(s: &Scenario) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let mm = w.mm_alloc()?;
+    let len = machine::HPAGE_SIZE;
+    w.add_vma(mm, P, len);
+    kernel::mm::memory::populate_range(&mut w, mm, P, P + 2 * PAGE_SIZE)?;
+    w.spawn(
+        mm,
+        0,
+        vec![
+            UserOp::MadviseDontneed { start: P, len },
+            UserOp::Touch {
+                addr: P,
+                write: true,
+            },
+            UserOp::Exit,
+        ],
+        true,
+    );
+    w.spawn(
+        mm,
+        1,
+        vec![
+            UserOp::GupFast {
+                base: P,
+                span: 2,
+                pages: 2,
+                stride: 1,
+            },
+            UserOp::Exit,
+        ],
+        true,
+    );
     Ok(w)
 }

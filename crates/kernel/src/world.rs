@@ -452,6 +452,8 @@ pub struct KernelCfg {
     pub mm: machine::scenario::MmCfg,
     /// `tlb_ipi_broadcast_key`, decided once at boot by `native_pv_tlb_init`.
     pub tlb_ipi_broadcast_key: bool,
+    /// `CONFIG_PT_RECLAIM` (`mm.pt_reclaim` resolved for the arch).
+    pub pt_reclaim: bool,
     /// vCPUs can be preempted by the host (`x86.vcpu_run_us > 0`).
     pub vcpu_preemption: bool,
     pub arch: machine::scenario::Arch,
@@ -546,6 +548,7 @@ impl World {
             paravirt: s.x86.paravirt,
             mm: s.mm.clone(),
             tlb_ipi_broadcast_key: crate::arch::x86::tlb::native_pv_tlb_init(s),
+            pt_reclaim: s.pt_reclaim(),
             vcpu_preemption: s.x86.vcpu_run_us > 0,
             arch: m.arch,
             preemptible_flush: s.x86.preemptible_flush,
