@@ -120,6 +120,7 @@ impl Renaming<'_> {
             | Frame::CollapseHugePage(_)
             | Frame::Vfree(_)
             | Frame::SwitchMmIrqsOff(_)
+            | Frame::TlbRemoveTableOne(_)
             | Frame::Arm64Dsb(_) => {}
         }
         f
@@ -281,6 +282,7 @@ fn renamed(w: &World, r: &Renaming) -> Renamed {
             .iter()
             .map(|b| RcuBatch {
                 waiting: b.waiting.permuted(r.cpu),
+                waiter: b.waiter.map(|t| r.task(t)),
                 ..b.clone()
             })
             .collect(),
@@ -369,8 +371,10 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
                 mm,
                 tables,
                 waiting,
+                waiter,
             } = b;
             (mm, tables, waiting.permuted(r.cpu)).hash(&mut h);
+            waiter.map(|t| r.task(t)).hash(&mut h);
         }
         h.finish()
     };

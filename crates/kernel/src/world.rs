@@ -97,6 +97,8 @@ pub enum Frame {
     FlushTlbKernelRange(crate::arch::x86::tlb_kernel::FlushTlbKernelRange),
     /// x86 `arch_tlbbatch_flush`.
     ArchTlbbatchFlush(crate::arch::x86::tlb_kernel::ArchTlbbatchFlush),
+    /// `tlb_remove_table`'s fallback when its batch page cannot be allocated.
+    TlbRemoveTableOne(crate::mm::mmu_gather::TlbRemoveTableOne),
 }
 
 /// What a frame's step asks the CPU loop to do next.
@@ -133,12 +135,15 @@ impl Frame {
             Frame::Arm64Dsb(f) => f.step(w, cpu, fx),
             Frame::FlushTlbKernelRange(f) => f.step(w, cpu, task, fx),
             Frame::ArchTlbbatchFlush(f) => f.step(w, cpu, task, fx),
+            Frame::TlbRemoveTableOne(f) => f.step(w, cpu, task, fx),
         }
     }
 
     fn can_run(&self, w: &World, cpu: CpuId, task: TaskId) -> bool {
         match self {
             Frame::SmpCallFunctionManyCond(f) => f.can_run(w, cpu),
+            // synchronize_rcu(): asleep until the grace period ends.
+            Frame::TlbRemoveTableOne(f) => f.can_run(w, task),
             // i_mmap_lock_write of the hugetlbfs file before zapping.
             Frame::Munmap(f) if f.hugetlb && matches!(f.pc, crate::mm::mmap::Pc::Zap(_)) => {
                 w.hugetlb_i_mmap_writer.is_none_or(|t| t == task)
@@ -211,6 +216,9 @@ pub struct RcuBatch {
     pub mm: MmId,
     pub tables: Vec<Pfn>,
     pub waiting: CpuMask,
+    /// `synchronize_rcu()`: the task sleeping until this grace period ends
+    /// (its `tables` are empty; it frees them itself afterwards).
+    pub waiter: Option<TaskId>,
 }
 
 /// A PMD table shared between the mms that map the same hugetlbfs file
