@@ -658,6 +658,22 @@ pub const CATALOGUE: &[Config] = &[
         sym: &[],
         world: pt_reclaim_vs_gup,
     },
+    Config {
+        name: "x86_pageout_race",
+        about: "madvise(MADV_PAGEOUT) of a page another thread keeps reading: batched unmap, arch_tlbbatch_flush, then free (2 CPUs)",
+        sets: &[],
+        expect_safe: true,
+        sym: &[],
+        world: pageout_race,
+    },
+    Config {
+        name: "bug_pageout_no_ipi_wait",
+        about: "the same, arch_tlbbatch_flush not waiting for its IPIs (csd_lock_wait removed)",
+        sets: &["inject.no_ipi_wait=true"],
+        expect_safe: false,
+        sym: &[],
+        world: pageout_race,
+    },
 ];
 
 /// Look a check up by name.
@@ -1286,5 +1302,22 @@ fn pt_reclaim_vs_gup(s: &Scenario) -> Result<World, Error> {
         ],
         true,
     );
+    Ok(w)
+}
+
+/// `madvise_race` with `MADV_PAGEOUT`: CPU0 writes P and pages it out
+/// (reclaim's batched unmap flush), twice; CPU1, a thread of the same mm,
+/// reads P three times.
+fn pageout_race(s: &Scenario) -> Result<World, Error> {
+    let mut w = madvise_race(s)?;
+    let t = &mut w.tasks[0];
+    t.prog = t
+        .prog
+        .iter()
+        .map(|op| match *op {
+            UserOp::MadviseDontneed { start, len } => UserOp::MadvisePageout { start, len },
+            ref other => other.clone(),
+        })
+        .collect();
     Ok(w)
 }

@@ -34,3 +34,40 @@ fn vfree_ipis_every_other_cpu_in_cal_only() {
         assert_eq!(r.arch["invlpg"], iters * cpus);
     }
 }
+
+/// `madvise(MADV_PAGEOUT)` of `pages` pages with `threads` busy threads of
+/// the same process (`madvise_pageout`, x86): each call clears every PTE
+/// with a batched flush pending (`arch_tlbbatch_add_pending` per PTE),
+/// then one `arch_tlbbatch_flush` for the call: a `TLB_FLUSH_ALL`,
+/// `mm = NULL` `flush_tlb_multi` to the mm's CPUs, so exactly `threads`
+/// TLB (and CAL) interrupts per call whatever the number of pages, and no
+/// INVLPG at all (a full flush on each CPU). Before issue 15 item 12 the
+/// model had no `MADV_PAGEOUT` and no `arch_tlbbatch_flush`.
+#[test]
+fn pageout_is_one_batched_full_flush_per_call() {
+    for (threads, size) in [(1u64, "4KiB"), (3, "16KiB"), (3, "64KiB")] {
+        let iters = 100u64;
+        let s = scenario(
+            "flush-tlb-info-madvise",
+            &[
+                "workload.name=madvise_pageout",
+                "machine.cpus=8",
+                &format!("workload.threads={threads}"),
+                &format!("workload.size={size}"),
+                &format!("workload.iterations={iters}"),
+            ],
+        );
+        let r = run(&s);
+        assert!(r.violations.is_empty(), "{:?}", r.violations);
+        assert_eq!(r.main_op().unwrap().name, "madvise_pageout");
+        assert_eq!(r.arch["tlbbatch_flushes"], iters);
+        assert_eq!(
+            total(&r, "TLB"),
+            iters * threads,
+            "{threads} threads, {size}"
+        );
+        assert_eq!(total(&r, "CAL"), iters * threads);
+        assert_eq!(r.arch["invlpg"], 0);
+        assert!(r.arch["full_flushes"] >= iters * (threads + 1));
+    }
+}

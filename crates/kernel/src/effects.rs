@@ -217,6 +217,11 @@ pub enum Label {
     TableSyncRcu {
         skipped: bool,
     },
+    /// x86 `arch_tlbbatch_add_pending` (one unmapped PTE) / `arch_tlbbatch_flush`.
+    TlbBatch {
+        flush: bool,
+        cpus: u32,
+    },
     SbiRfence {
         harts: u32,
     },
@@ -479,6 +484,14 @@ impl fmt::Display for Label {
             Label::PtReclaim { mm, va, table } => write!(
                 f,
                 "PT_RECLAIM: mm{mm} PTE table {table} at {va:#x} empty: pmd_clear, pte_free_tlb"
+            ),
+            Label::TlbBatch { flush: false, cpus } => write!(
+                f,
+                "arch_tlbbatch_add_pending: inc_mm_tlb_gen, batch cpumask now {cpus} CPU(s)"
+            ),
+            Label::TlbBatch { flush: true, cpus } => write!(
+                f,
+                "arch_tlbbatch_flush: full flush (mm NULL) on {cpus} CPU(s) of the batch"
             ),
             Label::TableSyncRcu { skipped } => write!(
                 f,

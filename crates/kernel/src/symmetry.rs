@@ -93,6 +93,11 @@ impl Renaming<'_> {
         match &mut f {
             Frame::FlushTlbMmRange(x) => x.info = x.info.map(|r| self.info_ref(r)),
             Frame::FlushTlbKernelRange(x) => x.info = x.info.map(|r| self.info_ref(r)),
+            Frame::MadvisePageout(x) => {
+                if let Some(b) = &mut x.batch {
+                    b.cpumask = b.cpumask.permuted(self.cpu);
+                }
+            }
             Frame::ArchTlbbatchFlush(x) => {
                 x.info = x.info.map(|r| self.info_ref(r));
                 x.batch.cpumask = x.batch.cpumask.permuted(self.cpu);

@@ -99,6 +99,8 @@ pub enum Frame {
     ArchTlbbatchFlush(crate::arch::x86::tlb_kernel::ArchTlbbatchFlush),
     /// `tlb_remove_table`'s fallback when its batch page cannot be allocated.
     TlbRemoveTableOne(crate::mm::mmu_gather::TlbRemoveTableOne),
+    /// `madvise(MADV_PAGEOUT)`: reclaim with batched unmap flushes.
+    MadvisePageout(crate::mm::vmscan::MadvisePageout),
 }
 
 /// What a frame's step asks the CPU loop to do next.
@@ -136,6 +138,7 @@ impl Frame {
             Frame::FlushTlbKernelRange(f) => f.step(w, cpu, task, fx),
             Frame::ArchTlbbatchFlush(f) => f.step(w, cpu, task, fx),
             Frame::TlbRemoveTableOne(f) => f.step(w, cpu, task, fx),
+            Frame::MadvisePageout(f) => f.step(w, cpu, task, fx),
         }
     }
 

@@ -321,6 +321,8 @@ fn kernel_name(l: &Label) -> &'static str {
         Label::KernelRangeFlush { .. } => "do_kernel_range_flush",
         Label::PtReclaim { .. } => "zap_pte_range (PT_RECLAIM)",
         Label::TableSyncRcu { .. } => "tlb_remove_table_sync_rcu",
+        Label::TlbBatch { flush: false, .. } => "try_to_unmap_one",
+        Label::TlbBatch { flush: true, .. } => "arch_tlbbatch_flush",
         Label::SbiRfence { .. } => "sbi_remote_sfence_vma_asid",
         Label::Wakeup { .. } => "hrtimer_wakeup",
         Label::KernelAccess { .. } => "kernel access",

@@ -185,10 +185,16 @@ pub fn arch_tlbbatch_add_pending(
     mm: MmId,
     fx: &mut Effects,
 ) {
-    crate::arch::x86::tlb::inc_mm_tlb_gen(w, mm, fx);
+    fx.cost(Cost::AtomicOp, 1);
+    fx.write(crate::world::layout::mm_tlb_gen(mm));
+    w.mms[mm as usize].tlb_gen += 1;
     for c in w.mms[mm as usize].cpumask.iter() {
         batch.cpumask.set(c);
     }
+    fx.label(Label::TlbBatch {
+        flush: false,
+        cpus: batch.cpumask.weight(),
+    });
 }
 
 /// `arch_tlbbatch_flush(batch)` (x86) in progress.
@@ -215,6 +221,10 @@ impl ArchTlbbatchFlush {
     pub fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
         match self.pc {
             Pc::Start => {
+                fx.label(Label::TlbBatch {
+                    flush: true,
+                    cpus: self.batch.cpumask.weight(),
+                });
                 // get_cpu()
                 w.cpus[cpu as usize].preempt_count += 1;
                 self.info = Some(get_flush_tlb_info(
