@@ -674,6 +674,33 @@ pub const CATALOGUE: &[Config] = &[
         sym: &[],
         world: pageout_race,
     },
+    Config {
+        name: "x86_table_sync_rcu_vs_gup",
+        about: "munmap frees a PTE table a GUP-fast walker may be reading; the batch page is not allocated and PT_RECLAIM is off: tlb_remove_table_sync_rcu, then free (KVM guest, vCPUs preemptible)",
+        sets: &[
+            "mm.table_batch_alloc_fail=true",
+            "mm.pt_reclaim=off",
+            "x86.paravirt=kvm",
+            "x86.vcpu_run_us=100",
+        ],
+        expect_safe: true,
+        sym: &[],
+        world: munmap_vs_gup,
+    },
+    Config {
+        name: "unsafe_table_sync_rcu_skip_with_pv_flush",
+        about: "the same, skipping tlb_remove_table_sync_rcu although kvm_flush_tlb_multi does not IPI a preempted vCPU",
+        sets: &[
+            "mm.table_batch_alloc_fail=true",
+            "mm.pt_reclaim=off",
+            "x86.paravirt=kvm",
+            "x86.vcpu_run_us=100",
+            "mm.force_skip_table_sync=true",
+        ],
+        expect_safe: false,
+        sym: &[],
+        world: munmap_vs_gup,
+    },
 ];
 
 /// Look a check up by name.
@@ -1319,5 +1346,37 @@ fn pageout_race(s: &Scenario) -> Result<World, Error> {
             ref other => other.clone(),
         })
         .collect();
+    Ok(w)
+}
+
+/// munmap against GUP-fast: CPU0 unmaps a populated 2 MiB (`free_pgtables`
+/// frees its PTE table); CPU1, a thread of the same mm, GUP-fasts two of
+/// its pages with IRQs off.
+fn munmap_vs_gup(s: &Scenario) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let mm = w.mm_alloc()?;
+    let len = machine::HPAGE_SIZE;
+    w.add_vma(mm, P, len);
+    kernel::mm::memory::populate_range(&mut w, mm, P, P + 2 * PAGE_SIZE)?;
+    w.spawn(
+        mm,
+        0,
+        vec![UserOp::Munmap { start: P, len }, UserOp::Exit],
+        true,
+    );
+    w.spawn(
+        mm,
+        1,
+        vec![
+            UserOp::GupFast {
+                base: P,
+                span: 2,
+                pages: 2,
+                stride: 1,
+            },
+            UserOp::Exit,
+        ],
+        true,
+    );
     Ok(w)
 }
