@@ -161,9 +161,11 @@ fn tlbbatch_flush_ipis_the_collected_mask() {
     let gen = w.mms[mm as usize].tlb_gen;
     let mut batch = ArchTlbflushUnmapBatch {
         cpumask: CpuMask::new(4),
+        unmapped_pages: false,
     };
     arch_tlbbatch_add_pending(&mut w, &mut batch, mm, &mut fx);
     assert_eq!(w.mms[mm as usize].tlb_gen, gen + 1);
+    assert!(batch.unmapped_pages);
     assert_eq!(batch.cpumask.iter().collect::<Vec<_>>(), [0, 2]);
     let mut f = ArchTlbbatchFlush::new(batch);
     assert!(matches!(f.step(&mut w, 0, t, &mut fx), Flow::Yield));
@@ -179,6 +181,7 @@ fn tlbbatch_flush_ipis_the_collected_mask() {
     // Only this CPU: flush_tlb_func here, no IPI.
     let mut batch = ArchTlbflushUnmapBatch {
         cpumask: CpuMask::new(4),
+        unmapped_pages: false,
     };
     batch.cpumask.set(0);
     let mut f = ArchTlbbatchFlush::new(batch);
@@ -187,4 +190,29 @@ fn tlbbatch_flush_ipis_the_collected_mask() {
     assert!(matches!(f.step(&mut w, 0, t, &mut fx), Flow::Yield));
     assert_eq!(w.counters.ipis_sent, 0);
     assert_eq!(w.counters.full_flushes, before + 1, "a local full flush");
+}
+
+/// With INVLPGB, `arch_tlbbatch_flush` of a batch with `unmapped_pages`
+/// is one `invlpgb_flush_all_nonglobals()` (+ TLBSYNC) and no IPI, even
+/// with other CPUs in the batch.
+#[test]
+fn tlbbatch_flush_with_invlpgb_broadcasts() {
+    let mut w = world(&["x86.invlpgb=true"]);
+    let mm = w.mm_alloc().unwrap();
+    let t = w.spawn(mm, 0, vec![], false);
+    let mut fx = Effects::default();
+    for c in [0, 1, 2, 3] {
+        switch_mm_irqs_off(&mut w, c, mm, &mut fx);
+    }
+    let mut batch = ArchTlbflushUnmapBatch {
+        cpumask: CpuMask::new(4),
+        unmapped_pages: false,
+    };
+    arch_tlbbatch_add_pending(&mut w, &mut batch, mm, &mut fx);
+    let mut f = ArchTlbbatchFlush::new(batch);
+    f.step(&mut w, 0, t, &mut fx);
+    assert!(matches!(f.step(&mut w, 0, t, &mut fx), Flow::Yield));
+    assert_eq!((w.counters.invlpgb, w.counters.tlbsync), (1, 1));
+    assert_eq!(w.counters.ipis_sent, 0);
+    assert!(!f.batch.unmapped_pages);
 }

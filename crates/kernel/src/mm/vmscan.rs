@@ -112,6 +112,7 @@ impl MadvisePageout {
                     self.folios.push(pte::pfn(e));
                     let batch = self.batch.get_or_insert_with(|| ArchTlbflushUnmapBatch {
                         cpumask: CpuMask::new(w.cpus.len()),
+                        unmapped_pages: false,
                     });
                     arch_tlbbatch_add_pending(w, batch, mm, fx);
                     n += 1;

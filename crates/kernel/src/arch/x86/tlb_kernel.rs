@@ -173,12 +173,14 @@ pub fn do_flush_tlb_all(w: &mut World, cpu: CpuId, fx: &mut Effects) {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ArchTlbflushUnmapBatch {
     pub cpumask: CpuMask,
+    /// `unmapped_pages`: something was unmapped since the last flush (the
+    /// INVLPGB branch of `arch_tlbbatch_flush` reads it).
+    pub unmapped_pages: bool,
 }
 
 /// arch/x86/include/asm/tlbflush.h: `arch_tlbbatch_add_pending`:
-/// `inc_mm_tlb_gen(mm)` and `cpumask_or(&batch->cpumask, mm_cpumask(mm))`
-/// (the INVLPGB branch, `invlpgb_flush_user_nr_nosync` for an mm with a
-/// global ASID and `unmapped_pages`, is not modelled).
+/// `inc_mm_tlb_gen(mm)`, `cpumask_or(&batch->cpumask, mm_cpumask(mm))`,
+/// `batch->unmapped_pages = true`.
 pub fn arch_tlbbatch_add_pending(
     w: &mut World,
     batch: &mut ArchTlbflushUnmapBatch,
@@ -191,6 +193,7 @@ pub fn arch_tlbbatch_add_pending(
     for c in w.mms[mm as usize].cpumask.iter() {
         batch.cpumask.set(c);
     }
+    batch.unmapped_pages = true;
     fx.label(Label::TlbBatch {
         flush: false,
         cpus: batch.cpumask.weight(),
@@ -214,7 +217,8 @@ impl ArchTlbbatchFlush {
         }
     }
 
-    /// arch/x86/mm/tlb.c: `arch_tlbbatch_flush`: a full flush
+    /// arch/x86/mm/tlb.c: `arch_tlbbatch_flush`: with INVLPGB, one
+    /// `invlpgb_flush_all_nonglobals()` and no IPI; else a full flush
     /// (`TLB_FLUSH_ALL`, `TLB_GENERATION_INVALID`) on every CPU of the
     /// batch: `flush_tlb_multi` when another CPU is in it (lazy ones are
     /// filtered: `freed_tables` is false), else a local `flush_tlb_func`.
@@ -247,6 +251,10 @@ impl ArchTlbbatchFlush {
                 self.pc = Pc::Done;
                 w.counters.tlbbatch_flushes += 1;
                 let mask = std::mem::replace(&mut self.batch.cpumask, CpuMask::new(w.cpus.len()));
+                if w.cfg.invlpgb && std::mem::take(&mut self.batch.unmapped_pages) {
+                    invlpgb_flush_all_nonglobals(w, fx);
+                    return Flow::Yield;
+                }
                 if mask.any_but(cpu) {
                     return flush_tlb_multi(w, mask, info, fx);
                 }
@@ -263,4 +271,16 @@ impl ArchTlbbatchFlush {
             }
         }
     }
+}
+
+/// arch/x86/include/asm/tlb.h: `invlpgb_flush_all_nonglobals`: one INVLPGB
+/// of every non-global translation on every CPU, then TLBSYNC. The model
+/// drops the global (kernel) entries too: an over-flush, safe, that costs
+/// only kernel TLB misses.
+fn invlpgb_flush_all_nonglobals(w: &mut World, fx: &mut Effects) {
+    w.cpus.iter_mut().for_each(|c| c.tlb.flush_all());
+    fx.cost(Cost::Invlpgb, 1);
+    fx.cost(Cost::Tlbsync, 1);
+    w.counters.invlpgb += 1;
+    w.counters.tlbsync += 1;
 }
