@@ -634,6 +634,73 @@ pub const CATALOGUE: &[Config] = &[
         sym: &[],
         world: collapse_vs_gup,
     },
+    Config {
+        name: "x86_pt_reclaim_lazy",
+        about: "MADV_DONTNEED of a whole 2 MiB frees its PTE table (PT_RECLAIM) while a lazy CPU's walk cache points at it",
+        sets: &[],
+        expect_safe: true,
+        sym: &[],
+        world: pt_reclaim_lazy,
+    },
+    Config {
+        name: "unsafe_pt_reclaim_without_freed_tables",
+        about: "PT_RECLAIM frees the emptied PTE table without freed_tables: the flush skips the lazy CPU",
+        sets: &["inject.pt_reclaim_without_freed_tables=true"],
+        expect_safe: false,
+        sym: &[],
+        world: pt_reclaim_lazy,
+    },
+    Config {
+        name: "x86_pt_reclaim_vs_gup",
+        about: "PT_RECLAIM frees a PTE table a GUP-fast walker of the same mm may be reading (RCU table free)",
+        sets: &[],
+        expect_safe: true,
+        sym: &[],
+        world: pt_reclaim_vs_gup,
+    },
+    Config {
+        name: "x86_pageout_race",
+        about: "madvise(MADV_PAGEOUT) of a page another thread keeps reading: batched unmap, arch_tlbbatch_flush, then free (2 CPUs)",
+        sets: &[],
+        expect_safe: true,
+        sym: &[],
+        world: pageout_race,
+    },
+    Config {
+        name: "bug_pageout_no_ipi_wait",
+        about: "the same, arch_tlbbatch_flush not waiting for its IPIs (csd_lock_wait removed)",
+        sets: &["inject.no_ipi_wait=true"],
+        expect_safe: false,
+        sym: &[],
+        world: pageout_race,
+    },
+    Config {
+        name: "x86_table_sync_rcu_vs_gup",
+        about: "munmap frees a PTE table a GUP-fast walker may be reading; the batch page is not allocated and PT_RECLAIM is off: tlb_remove_table_sync_rcu, then free (KVM guest, vCPUs preemptible)",
+        sets: &[
+            "mm.table_batch_alloc_fail=true",
+            "mm.pt_reclaim=off",
+            "x86.paravirt=kvm",
+            "x86.vcpu_run_us=100",
+        ],
+        expect_safe: true,
+        sym: &[],
+        world: munmap_vs_gup,
+    },
+    Config {
+        name: "unsafe_table_sync_rcu_skip_with_pv_flush",
+        about: "the same, skipping tlb_remove_table_sync_rcu although kvm_flush_tlb_multi does not IPI a preempted vCPU",
+        sets: &[
+            "mm.table_batch_alloc_fail=true",
+            "mm.pt_reclaim=off",
+            "x86.paravirt=kvm",
+            "x86.vcpu_run_us=100",
+            "mm.force_skip_table_sync=true",
+        ],
+        expect_safe: false,
+        sym: &[],
+        world: munmap_vs_gup,
+    },
 ];
 
 /// Look a check up by name.
@@ -1189,5 +1256,127 @@ fn collapse_vs_gup_global_asid(s: &Scenario) -> Result<World, Error> {
     for cpu in 2..s.machine.cpus as u16 {
         w.spawn(mm, cpu, vec![UserOp::Spin], false);
     }
+    Ok(w)
+}
+
+/// PT_RECLAIM (x86, the default): a thread on CPU1 reads P (its walker
+/// caches the PMD entry's pointer to P's PTE table) and exits, leaving CPU1
+/// lazy in the mm. CPU0 writes P and `MADV_DONTNEED`s the whole 2 MiB:
+/// `zap_pte_range` empties the table, clears the PMD and frees the table
+/// after the flush; then CPU0 faults P back (a new table, possibly the
+/// same frame).
+fn pt_reclaim_lazy(s: &Scenario) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let mm = w.mm_alloc()?;
+    let len = machine::HPAGE_SIZE;
+    w.add_vma(mm, P, len);
+    let read = UserOp::Touch {
+        addr: P,
+        write: false,
+    };
+    let write = UserOp::Touch {
+        addr: P,
+        write: true,
+    };
+    w.spawn(mm, 1, vec![read, UserOp::Exit], true);
+    w.spawn(
+        mm,
+        0,
+        vec![
+            write.clone(),
+            UserOp::MadviseDontneed { start: P, len },
+            write,
+            UserOp::Exit,
+        ],
+        true,
+    );
+    Ok(w)
+}
+
+/// PT_RECLAIM against GUP-fast: CPU0 `MADV_DONTNEED`s a populated 2 MiB
+/// (its PTE table freed through `tlb_remove_table`'s RCU path) and faults
+/// a page back; CPU1 GUP-fasts two pages of the range with IRQs off.
+fn pt_reclaim_vs_gup(s: &Scenario) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let mm = w.mm_alloc()?;
+    let len = machine::HPAGE_SIZE;
+    w.add_vma(mm, P, len);
+    kernel::mm::memory::populate_range(&mut w, mm, P, P + 2 * PAGE_SIZE)?;
+    w.spawn(
+        mm,
+        0,
+        vec![
+            UserOp::MadviseDontneed { start: P, len },
+            UserOp::Touch {
+                addr: P,
+                write: true,
+            },
+            UserOp::Exit,
+        ],
+        true,
+    );
+    w.spawn(
+        mm,
+        1,
+        vec![
+            UserOp::GupFast {
+                base: P,
+                span: 2,
+                pages: 2,
+                stride: 1,
+            },
+            UserOp::Exit,
+        ],
+        true,
+    );
+    Ok(w)
+}
+
+/// `madvise_race` with `MADV_PAGEOUT`: CPU0 writes P and pages it out
+/// (reclaim's batched unmap flush), twice; CPU1, a thread of the same mm,
+/// reads P three times.
+fn pageout_race(s: &Scenario) -> Result<World, Error> {
+    let mut w = madvise_race(s)?;
+    let t = &mut w.tasks[0];
+    t.prog = t
+        .prog
+        .iter()
+        .map(|op| match *op {
+            UserOp::MadviseDontneed { start, len } => UserOp::MadvisePageout { start, len },
+            ref other => other.clone(),
+        })
+        .collect();
+    Ok(w)
+}
+
+/// munmap against GUP-fast: CPU0 unmaps a populated 2 MiB (`free_pgtables`
+/// frees its PTE table); CPU1, a thread of the same mm, GUP-fasts two of
+/// its pages with IRQs off.
+fn munmap_vs_gup(s: &Scenario) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let mm = w.mm_alloc()?;
+    let len = machine::HPAGE_SIZE;
+    w.add_vma(mm, P, len);
+    kernel::mm::memory::populate_range(&mut w, mm, P, P + 2 * PAGE_SIZE)?;
+    w.spawn(
+        mm,
+        0,
+        vec![UserOp::Munmap { start: P, len }, UserOp::Exit],
+        true,
+    );
+    w.spawn(
+        mm,
+        1,
+        vec![
+            UserOp::GupFast {
+                base: P,
+                span: 2,
+                pages: 2,
+                stride: 1,
+            },
+            UserOp::Exit,
+        ],
+        true,
+    );
     Ok(w)
 }

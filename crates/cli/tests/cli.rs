@@ -58,7 +58,7 @@ fn bad_input_is_one_line_and_exit_2() {
             "run",
             "vmalloc-race",
             "--set",
-            "machine.arch=x86",
+            "machine.arch=arm64",
             "--set",
             "riscv.defer_flush_to_context_switch=false",
         ],

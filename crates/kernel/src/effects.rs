@@ -203,6 +203,25 @@ pub enum Label {
         va: u64,
         all: bool,
     },
+    /// x86 `do_kernel_range_flush` (pages) / `do_flush_tlb_all` (`TLB_FLUSH_ALL`).
+    KernelRangeFlush {
+        pages: u64,
+    },
+    /// PT_RECLAIM: `zap_pte_range` found the PTE table empty and cleared its PMD.
+    PtReclaim {
+        mm: MmId,
+        va: u64,
+        table: Pfn,
+    },
+    /// `tlb_remove_table_sync_rcu`: a grace period waited for, or skipped (seed b).
+    TableSyncRcu {
+        skipped: bool,
+    },
+    /// x86 `arch_tlbbatch_add_pending` (one unmapped PTE) / `arch_tlbbatch_flush`.
+    TlbBatch {
+        flush: bool,
+        cpus: u32,
+    },
     SbiRfence {
         harts: u32,
     },
@@ -454,6 +473,34 @@ impl fmt::Display for Label {
                 f,
                 "switch_mm to asid {asid}: drain {n} deferred flush(es){}",
                 if all { " + whole-ASID flushes for overflowed queues" } else { "" }
+            ),
+            Label::KernelRangeFlush { pages } => {
+                if pages == crate::TLB_FLUSH_ALL {
+                    write!(f, "do_flush_tlb_all: every entry, globals too")
+                } else {
+                    write!(f, "do_kernel_range_flush: INVLPG x{pages}")
+                }
+            }
+            Label::PtReclaim { mm, va, table } => write!(
+                f,
+                "PT_RECLAIM: mm{mm} PTE table {table} at {va:#x} empty: pmd_clear, pte_free_tlb"
+            ),
+            Label::TlbBatch { flush: false, cpus } => write!(
+                f,
+                "arch_tlbbatch_add_pending: inc_mm_tlb_gen, batch cpumask now {cpus} CPU(s)"
+            ),
+            Label::TlbBatch { flush: true, cpus } => write!(
+                f,
+                "arch_tlbbatch_flush: full flush (mm NULL) on {cpus} CPU(s) of the batch"
+            ),
+            Label::TableSyncRcu { skipped } => write!(
+                f,
+                "tlb_remove_table_sync_rcu: {}",
+                if skipped {
+                    "skipped (the flush IPI'd every CPU)"
+                } else {
+                    "synchronize_rcu()"
+                }
             ),
             Label::SfenceVma { asid, va, all } => {
                 if all {

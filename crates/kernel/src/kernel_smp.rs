@@ -21,6 +21,10 @@ pub enum CallFunc {
     TlbRemoveTableSmpSync,
     /// RISC-V `__ipi_flush_tlb_range_asid(info)`.
     IpiFlushTlbRangeAsid(crate::arch::riscv::tlbflush::FlushTlbRangeData),
+    /// x86 `do_kernel_range_flush(info)`.
+    DoKernelRangeFlush(InfoRef),
+    /// x86 `do_flush_tlb_all`.
+    DoFlushTlbAll,
 }
 
 /// The `cond_func` of `on_each_cpu_cond_mask`.
@@ -265,6 +269,10 @@ fn run_func(w: &mut World, cpu: CpuId, func: CallFunc, fx: &mut Effects) {
         CallFunc::IpiFlushTlbRangeAsid(d) => {
             crate::arch::riscv::tlbflush::__ipi_flush_tlb_range_asid(w, cpu, d, fx)
         }
+        CallFunc::DoKernelRangeFlush(info) => {
+            crate::arch::x86::tlb_kernel::do_kernel_range_flush(w, cpu, info, fx)
+        }
+        CallFunc::DoFlushTlbAll => crate::arch::x86::tlb_kernel::do_flush_tlb_all(w, cpu, fx),
     }
 }
 

@@ -57,6 +57,7 @@ impl Renaming<'_> {
     fn call_func(&self, f: CallFunc) -> CallFunc {
         match f {
             CallFunc::FlushTlbFunc(r) => CallFunc::FlushTlbFunc(self.info_ref(r)),
+            CallFunc::DoKernelRangeFlush(r) => CallFunc::DoKernelRangeFlush(self.info_ref(r)),
             other => other,
         }
     }
@@ -91,6 +92,16 @@ impl Renaming<'_> {
         let mut f = f.clone();
         match &mut f {
             Frame::FlushTlbMmRange(x) => x.info = x.info.map(|r| self.info_ref(r)),
+            Frame::FlushTlbKernelRange(x) => x.info = x.info.map(|r| self.info_ref(r)),
+            Frame::MadvisePageout(x) => {
+                if let Some(b) = &mut x.batch {
+                    b.cpumask = b.cpumask.permuted(self.cpu);
+                }
+            }
+            Frame::ArchTlbbatchFlush(x) => {
+                x.info = x.info.map(|r| self.info_ref(r));
+                x.batch.cpumask = x.batch.cpumask.permuted(self.cpu);
+            }
             Frame::SmpCallFunctionManyCond(x) => {
                 x.mask = x.mask.permuted(self.cpu);
                 x.queued = x.queued.permuted(self.cpu);
@@ -114,6 +125,7 @@ impl Renaming<'_> {
             | Frame::CollapseHugePage(_)
             | Frame::Vfree(_)
             | Frame::SwitchMmIrqsOff(_)
+            | Frame::TlbRemoveTableOne(_)
             | Frame::Arm64Dsb(_) => {}
         }
         f
@@ -275,6 +287,7 @@ fn renamed(w: &World, r: &Renaming) -> Renamed {
             .iter()
             .map(|b| RcuBatch {
                 waiting: b.waiting.permuted(r.cpu),
+                waiter: b.waiter.map(|t| r.task(t)),
                 ..b.clone()
             })
             .collect(),
@@ -363,8 +376,10 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
                 mm,
                 tables,
                 waiting,
+                waiter,
             } = b;
             (mm, tables, waiting.permuted(r.cpu)).hash(&mut h);
+            waiter.map(|t| r.task(t)).hash(&mut h);
         }
         h.finish()
     };

@@ -86,6 +86,9 @@ pub enum UserOp {
     ClockNanosleep { period_ns: u32, op: u16 },
     /// `exit()`.
     Exit,
+    /// `madvise(start, len, MADV_PAGEOUT)`: reclaim the range now
+    /// (batched unmap flush, `arch_tlbbatch_flush`).
+    MadvisePageout { start: u64, len: u64 },
 }
 
 /// Program counter and loop state.
@@ -167,6 +170,12 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
         UserOp::MadviseDontneed { start, len } => {
             advance(w);
             Flow::Call(Frame::Madvise(MadviseDontneed::new(start, len)))
+        }
+        UserOp::MadvisePageout { start, len } => {
+            advance(w);
+            Flow::Call(Frame::MadvisePageout(
+                crate::mm::vmscan::MadvisePageout::new(start, len),
+            ))
         }
         UserOp::Munmap { start, len } => {
             advance(w);

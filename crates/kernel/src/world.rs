@@ -93,6 +93,14 @@ pub enum Frame {
     SwitchMmIrqsOff(crate::arch::x86::tlb::SwitchMmIrqsOff),
     /// arm64: a DSB run in the step after its TLBIs (checker only).
     Arm64Dsb(crate::arch::arm64::tlbflush::Dsb),
+    /// x86 `flush_tlb_kernel_range`.
+    FlushTlbKernelRange(crate::arch::x86::tlb_kernel::FlushTlbKernelRange),
+    /// x86 `arch_tlbbatch_flush`.
+    ArchTlbbatchFlush(crate::arch::x86::tlb_kernel::ArchTlbbatchFlush),
+    /// `tlb_remove_table`'s fallback when its batch page cannot be allocated.
+    TlbRemoveTableOne(crate::mm::mmu_gather::TlbRemoveTableOne),
+    /// `madvise(MADV_PAGEOUT)`: reclaim with batched unmap flushes.
+    MadvisePageout(crate::mm::vmscan::MadvisePageout),
 }
 
 /// What a frame's step asks the CPU loop to do next.
@@ -127,12 +135,18 @@ impl Frame {
             Frame::Vfree(f) => f.step(w, cpu, task, fx),
             Frame::SwitchMmIrqsOff(f) => f.step(w, cpu, fx),
             Frame::Arm64Dsb(f) => f.step(w, cpu, fx),
+            Frame::FlushTlbKernelRange(f) => f.step(w, cpu, task, fx),
+            Frame::ArchTlbbatchFlush(f) => f.step(w, cpu, task, fx),
+            Frame::TlbRemoveTableOne(f) => f.step(w, cpu, task, fx),
+            Frame::MadvisePageout(f) => f.step(w, cpu, task, fx),
         }
     }
 
     fn can_run(&self, w: &World, cpu: CpuId, task: TaskId) -> bool {
         match self {
             Frame::SmpCallFunctionManyCond(f) => f.can_run(w, cpu),
+            // synchronize_rcu(): asleep until the grace period ends.
+            Frame::TlbRemoveTableOne(f) => f.can_run(w, task),
             // i_mmap_lock_write of the hugetlbfs file before zapping.
             Frame::Munmap(f) if f.hugetlb && matches!(f.pc, crate::mm::mmap::Pc::Zap(_)) => {
                 w.hugetlb_i_mmap_writer.is_none_or(|t| t == task)
@@ -205,6 +219,9 @@ pub struct RcuBatch {
     pub mm: MmId,
     pub tables: Vec<Pfn>,
     pub waiting: CpuMask,
+    /// `synchronize_rcu()`: the task sleeping until this grace period ends
+    /// (its `tables` are empty; it frees them itself afterwards).
+    pub waiter: Option<TaskId>,
 }
 
 /// A PMD table shared between the mms that map the same hugetlbfs file
@@ -324,6 +341,15 @@ pub struct Counters {
     /// at `switch_mm` or in a flush IPI.
     pub defer_enqueues: u64,
     pub defer_drains: u64,
+    /// x86 `flush_tlb_kernel_range` and `arch_tlbbatch_flush` calls.
+    pub kernel_range_flushes: u64,
+    pub tlbbatch_flushes: u64,
+    /// PT_RECLAIM: empty PTE tables `zap_pte_range` unhooked and freed.
+    pub pt_reclaimed: u64,
+    /// `tlb_remove_table_sync_rcu()` calls that waited for a grace period /
+    /// returned early (seed b patch 1/2).
+    pub table_sync_rcu: u64,
+    pub table_sync_rcu_skipped: u64,
 }
 
 impl PartialEq for Counters {
@@ -437,6 +463,8 @@ pub struct KernelCfg {
     pub mm: machine::scenario::MmCfg,
     /// `tlb_ipi_broadcast_key`, decided once at boot by `native_pv_tlb_init`.
     pub tlb_ipi_broadcast_key: bool,
+    /// `CONFIG_PT_RECLAIM` (`mm.pt_reclaim` resolved for the arch).
+    pub pt_reclaim: bool,
     /// vCPUs can be preempted by the host (`x86.vcpu_run_us > 0`).
     pub vcpu_preemption: bool,
     pub arch: machine::scenario::Arch,
@@ -531,6 +559,7 @@ impl World {
             paravirt: s.x86.paravirt,
             mm: s.mm.clone(),
             tlb_ipi_broadcast_key: crate::arch::x86::tlb::native_pv_tlb_init(s),
+            pt_reclaim: s.pt_reclaim(),
             vcpu_preemption: s.x86.vcpu_run_us > 0,
             arch: m.arch,
             preemptible_flush: s.x86.preemptible_flush,

@@ -39,7 +39,7 @@ fn world() -> (World, MmId, u32) {
 /// Ask CPU1 to flush one page of `mm` up to generation `gen`.
 fn flush(w: &mut World, mm: MmId, t: u32, gen: u64) {
     let mut fx = Effects::default();
-    let info = get_flush_tlb_info(w, 0, t, mm, VA, VA + 4096, 12, false, gen, &mut fx);
+    let info = get_flush_tlb_info(w, 0, t, Some(mm), VA, VA + 4096, 12, false, gen, &mut fx);
     flush_tlb_func(w, 1, info, &mut fx);
     w.cpus[0].flush_info_busy = false;
 }

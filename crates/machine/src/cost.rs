@@ -27,6 +27,7 @@ macro_rules! costs {
                     self,
                     Cost::Invlpg
                         | Cost::FlushTlbLocal
+                        | Cost::FlushTlbGlobal
                         | Cost::Invlpgb
                         | Cost::Tlbsync
                         | Cost::TlbiLocal
@@ -169,6 +170,10 @@ costs! {
     LocklessWalkMb = "lockless_walk_mb",
     /// Seed (b) step 2: a walker's store to its per-CPU line after a syncing CPU read it (ownership upgrade).
     LocklessWalkLineReown = "lockless_walk_line_reown",
+    /// `synchronize_rcu()`: the caller sleeps for one normal (non-expedited) RCU grace period.
+    SynchronizeRcu = "synchronize_rcu",
+    /// x86 `__flush_tlb_all` (`do_flush_tlb_all`): INVPCID all-context flush, global (kernel) entries included.
+    FlushTlbGlobal = "flush_tlb_global",
 }
 
 /// One priced entry.

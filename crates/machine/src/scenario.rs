@@ -401,6 +401,10 @@ pub struct InjectCfg {
     /// `active_lockless_pt_walk_mm` only after its first PMD read (a walker
     /// that has not published yet when it reads the PMD).
     pub gup_fast_publish_late: bool,
+    /// PT_RECLAIM's `free_pte` gathers the emptied PTE table without
+    /// setting `freed_tables`, so x86 does not IPI lazy CPUs whose
+    /// paging-structure caches still point at it.
+    pub pt_reclaim_without_freed_tables: bool,
 }
 
 /// The paravirtual TLB-flush backend (`pv_ops.mmu.flush_tlb_multi`).
@@ -431,6 +435,35 @@ pub struct MmCfg {
     /// (`tlb_remove_table_sync_mm`) IPIs only the CPUs whose variable names
     /// the mm.
     pub targeted_table_sync: bool,
+    /// `CONFIG_PT_RECLAIM`: `MADV_DONTNEED` frees the PTE tables it empties.
+    /// `auto` is the kernel's default for the arch: in 6.18 only x86_64
+    /// selects `ARCH_SUPPORTS_PT_RECLAIM` (and `PT_RECLAIM` defaults to y).
+    pub pt_reclaim: PtReclaim,
+    /// `tlb_remove_table`'s `GFP_NOWAIT` batch-page allocation fails (memory
+    /// pressure): each table goes through `tlb_remove_table_one`.
+    pub table_batch_alloc_fail: bool,
+}
+
+/// `mm.pt_reclaim`: `CONFIG_PT_RECLAIM` on, off, or as the arch's default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PtReclaim {
+    /// 6.18's Kconfig: on for x86_64 (`select ARCH_SUPPORTS_PT_RECLAIM`), off elsewhere.
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl Scenario {
+    /// Is `CONFIG_PT_RECLAIM` on for this machine (`mm.pt_reclaim`)?
+    pub fn pt_reclaim(&self) -> bool {
+        match self.mm.pt_reclaim {
+            PtReclaim::Auto => self.machine.arch == Arch::X86,
+            PtReclaim::On => true,
+            PtReclaim::Off => false,
+        }
+    }
 }
 
 /// A complete run description.
@@ -902,6 +935,21 @@ impl Scenario {
                 "inject.arm64_broadcast_dsb_nsh",
                 "true | false",
                 "BUG: arm64 broadcast TLBIs completed by dsb(nsh) (tlblab check only)",
+            ),
+            (
+                "mm.pt_reclaim",
+                "auto | on | off",
+                "CONFIG_PT_RECLAIM: MADV_DONTNEED frees the PTE tables it empties (auto: on for x86_64, as 6.18)",
+            ),
+            (
+                "mm.table_batch_alloc_fail",
+                "true | false",
+                "tlb_remove_table's batch page allocation fails: tlb_remove_table_one per table",
+            ),
+            (
+                "inject.pt_reclaim_without_freed_tables",
+                "true | false",
+                "BUG: PT_RECLAIM gathers the emptied PTE table without freed_tables",
             ),
             (
                 "inject.gup_fast_publish_late",

@@ -237,6 +237,7 @@ fn is_flush(l: &Label) -> bool {
             | Label::TlbiIs { .. }
             | Label::TlbiLocal { .. }
             | Label::SfenceVma { .. }
+            | Label::KernelRangeFlush { .. }
             | Label::ApplyDeferred { .. }
             | Label::SwitchMm { flush: true, .. }
             | Label::VcpuResume { flushed: true }
@@ -316,6 +317,12 @@ fn kernel_name(l: &Label) -> &'static str {
         Label::DeferFlush { .. } | Label::ReadLoadedAsid { .. } => "__flush_tlb_range",
         Label::ApplyDeferred { .. } => "switch_mm",
         Label::SfenceVma { .. } => "sfence.vma",
+        Label::KernelRangeFlush { pages } if *pages == kernel::TLB_FLUSH_ALL => "do_flush_tlb_all",
+        Label::KernelRangeFlush { .. } => "do_kernel_range_flush",
+        Label::PtReclaim { .. } => "zap_pte_range (PT_RECLAIM)",
+        Label::TableSyncRcu { .. } => "tlb_remove_table_sync_rcu",
+        Label::TlbBatch { flush: false, .. } => "try_to_unmap_one",
+        Label::TlbBatch { flush: true, .. } => "arch_tlbbatch_flush",
         Label::SbiRfence { .. } => "sbi_remote_sfence_vma_asid",
         Label::Wakeup { .. } => "hrtimer_wakeup",
         Label::KernelAccess { .. } => "kernel access",

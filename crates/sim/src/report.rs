@@ -171,6 +171,11 @@ impl Report {
             ("defer_ipi_loaded", c.defer_ipi_loaded),
             ("defer_enqueues", c.defer_enqueues),
             ("defer_drains", c.defer_drains),
+            ("kernel_range_flushes", c.kernel_range_flushes),
+            ("tlbbatch_flushes", c.tlbbatch_flushes),
+            ("pt_reclaimed", c.pt_reclaimed),
+            ("table_sync_rcu", c.table_sync_rcu),
+            ("table_sync_rcu_skipped", c.table_sync_rcu_skipped),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))

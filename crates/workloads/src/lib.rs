@@ -36,6 +36,7 @@ pub fn catalogue() -> Vec<WorkloadInfo> {
     vec![
         madvise_dontneed::INFO,
         madvise_dontneed::RACE,
+        madvise_dontneed::PAGEOUT,
         tlb_flush::THREADS,
         tlb_flush::PROCESSES,
         khugepaged::COLLAPSE,
@@ -76,6 +77,11 @@ pub fn find(name: &str) -> Result<WorkloadInfo, Error> {
 const DEFAULTS: &[(&str, &str, &str)] = &[
     (
         "madvise_dontneed",
+        "flush-tlb-info-madvise",
+        include_str!("../../../scenarios/flush-tlb-info-madvise.toml"),
+    ),
+    (
+        "madvise_pageout",
         "flush-tlb-info-madvise",
         include_str!("../../../scenarios/flush-tlb-info-madvise.toml"),
     ),

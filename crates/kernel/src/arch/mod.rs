@@ -34,7 +34,10 @@ pub fn flush_tlb_kernel_range(w: &mut World, start: u64, end: u64) -> Flow {
         Arch::Riscv => Flow::Call(Frame::RiscvFlushTlbRange(
             riscv::tlbflush::FlushTlbRange::new(w, None, start, end),
         )),
-        _ => unreachable!("kernel-range flushes are modelled on RISC-V only"),
+        Arch::X86 => Flow::Call(Frame::FlushTlbKernelRange(
+            x86::tlb_kernel::FlushTlbKernelRange::new(start, end),
+        )),
+        Arch::Arm64 => unreachable!("kernel-range flushes are not modelled on arm64"),
     }
 }
 

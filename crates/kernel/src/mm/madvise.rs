@@ -1,7 +1,7 @@
 //! mm/madvise.c: `madvise(MADV_DONTNEED)`.
 
 use crate::effects::{Effects, Label};
-use crate::mm::memory::unmap_page_range_step;
+use crate::mm::memory::{unmap_page_range_details, ZapDetails};
 use crate::mm::mmu_gather::{
     tlb_finish_mmu, tlb_finish_mmu_free, tlb_flush_mmu_free_task, tlb_flush_mmu_tlbonly,
     tlb_gather_mmu,
@@ -62,7 +62,9 @@ impl MadviseDontneed {
                     self.pc = Pc::Flush;
                     return Flow::Continue;
                 }
-                let next = unmap_page_range_step(w, task, addr, self.end, fx);
+                // madvise_dontneed_single_vma: `.reclaim_pt = true` (PT_RECLAIM).
+                let details = ZapDetails { reclaim_pt: true };
+                let next = unmap_page_range_details(w, task, addr, self.end, &details, fx);
                 // zap_pte_range's force_flush when the batches are full (checked per table).
                 let full = w.tasks[task as usize].gather.batch_full();
                 self.pc = if full && next < self.end {

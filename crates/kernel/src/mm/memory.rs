@@ -412,14 +412,31 @@ fn do_anonymous_page(w: &mut World, table: Pfn, va: u64, fx: &mut Effects) {
     }
 }
 
+/// `struct zap_details`: the part the model reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ZapDetails {
+    /// `details->reclaim_pt`: free PTE tables the zap leaves empty
+    /// (PT_RECLAIM; `madvise_dontneed_single_vma` sets it).
+    pub reclaim_pt: bool,
+}
+
+/// mm/pt_reclaim.c: `reclaim_pt_is_enabled`: the caller asked for it
+/// (`details->reclaim_pt`), the kernel has `CONFIG_PT_RECLAIM`, and the zap
+/// covers a whole PTE table (`end - start >= PMD_SIZE`).
+pub fn reclaim_pt_is_enabled(w: &World, start: u64, end: u64, details: &ZapDetails) -> bool {
+    details.reclaim_pt && w.cfg.pt_reclaim && end - start >= HPAGE_SIZE
+}
+
 /// mm/memory.c: `zap_pte_range` for the part of `[addr, end)` inside one PTE
-/// table: clear present PTEs and add their pages to the gather. Returns where
-/// the next table starts.
+/// table: clear present PTEs and add their pages to the gather; with
+/// PT_RECLAIM, unhook the table if that left it empty. Returns where the
+/// next table starts.
 pub fn zap_pte_range(
     w: &mut World,
     mm: MmId,
     addr: u64,
     end: u64,
+    details: &ZapDetails,
     tlb: &mut MmuGather,
     fx: &mut Effects,
 ) -> u64 {
@@ -472,7 +489,42 @@ pub fn zap_pte_range(
         end: stop,
         pages: cleared,
     });
+    if reclaim_pt_is_enabled(w, addr, stop, details) && w.mem.table_empty(table) {
+        try_get_and_clear_pmd(w, mm, addr, table, tlb, fx);
+    }
     stop
+}
+
+/// mm/pt_reclaim.c: `try_get_and_clear_pmd` (the PMD lock is never
+/// contended in the model, so the `try_to_free_pte` re-check path is not
+/// taken) then `free_pte` → `pte_free_tlb`: the PMD entry goes now, the
+/// table into the gather (`freed_tables`, so x86 IPIs lazy CPUs too) and
+/// through `tlb_remove_table` after the flush, like `free_pgtables`' tables.
+fn try_get_and_clear_pmd(
+    w: &mut World,
+    mm: MmId,
+    addr: u64,
+    table: Pfn,
+    tlb: &mut MmuGather,
+    fx: &mut Effects,
+) {
+    let Some((pmd_table, _)) = crate::mm::gup::read_pmd(w, mm, addr) else {
+        return;
+    };
+    let region = addr & !(HPAGE_SIZE - 1);
+    w.mem.write(pmd_table, table_index(region, 2), 0);
+    if !w.cfg.inject.pt_reclaim_without_freed_tables {
+        tlb.remove_table(table, region);
+    } else {
+        // Injected bug: the table is gathered without `freed_tables`.
+        tlb.tables.push(table);
+    }
+    w.counters.pt_reclaimed += 1;
+    fx.label(Label::PtReclaim {
+        mm,
+        va: region,
+        table,
+    });
 }
 
 /// mm/gup.c: `populate_vma_page_range` (`MAP_POPULATE` / `MADV_POPULATE_WRITE`)
@@ -508,9 +560,22 @@ pub fn unmap_page_range_step(
     end: u64,
     fx: &mut Effects,
 ) -> u64 {
+    unmap_page_range_details(w, task, addr, end, &ZapDetails::default(), fx)
+}
+
+/// mm/memory.c: `unmap_page_range` with the caller's `zap_details`
+/// (`zap_page_range_single`), one PTE table's worth per call.
+pub fn unmap_page_range_details(
+    w: &mut World,
+    task: TaskId,
+    addr: u64,
+    end: u64,
+    details: &ZapDetails,
+    fx: &mut Effects,
+) -> u64 {
     let mm = w.tasks[task as usize].mm;
     let mut tlb = std::mem::take(&mut w.tasks[task as usize].gather);
-    let next = zap_pte_range(w, mm, addr, end, &mut tlb, fx);
+    let next = zap_pte_range(w, mm, addr, end, details, &mut tlb, fx);
     w.tasks[task as usize].gather = tlb;
     next
 }

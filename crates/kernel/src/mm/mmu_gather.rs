@@ -49,6 +49,9 @@ pub struct MmuGather {
     pub pages: Vec<Pfn>,
     /// Page-table pages to free after the flush (`tlb_remove_table`).
     pub tables: Vec<Pfn>,
+    /// `tlb_remove_table_one` (batch page not allocated, no PT_RECLAIM) has
+    /// waited for the walkers: free `tables` at once, not after RCU.
+    pub tables_synced: bool,
 }
 
 impl MmuGather {
@@ -64,6 +67,7 @@ impl MmuGather {
         self.reset_cleared();
         self.pages.clear();
         self.tables.clear();
+        self.tables_synced = false;
     }
 
     /// `tlb_gather_mmu_fullmm(tlb, mm)`: `exit_mmap` tears the whole mm down.
@@ -196,7 +200,12 @@ pub fn free_batches(w: &mut World, tlb: &mut MmuGather, fx: &mut Effects) {
     if !tlb.tables.is_empty() {
         fx.cost(Cost::FreeTable, tlb.tables.len() as u32);
         let tables = std::mem::take(&mut tlb.tables);
-        tlb_remove_table_free(w, tlb.mm, tables, fx);
+        if std::mem::take(&mut tlb.tables_synced) {
+            // __tlb_remove_table_one (!PT_RECLAIM): after the sync, at once.
+            free_tables(w, tlb.mm, &tables, fx);
+        } else {
+            tlb_remove_table_free(w, tlb.mm, tables, fx);
+        }
     }
 }
 
@@ -217,6 +226,7 @@ pub fn tlb_remove_table_free(w: &mut World, mm: MmId, tables: Vec<Pfn>, fx: &mut
             mm,
             tables,
             waiting,
+            waiter: None,
         });
     }
 }
@@ -228,6 +238,11 @@ pub fn rcu_quiescent_state(w: &mut World, cpu: CpuId, fx: &mut Effects) {
         w.rcu_batches[i].waiting.clear(cpu);
         if w.rcu_batches[i].waiting.is_empty() {
             let b = w.rcu_batches.swap_remove(i);
+            if let Some(t) = b.waiter {
+                // synchronize_rcu() returns: wake the sleeper.
+                fx.wake(w.tasks[t as usize].cpu);
+                continue;
+            }
             w.counters.rcu_table_batches += 1;
             free_tables(w, b.mm, &b.tables, fx);
         } else {
@@ -297,6 +312,12 @@ fn check_table_uncached(
 /// the first half: call `flush_tlb_mm_range` for what the gather covered.
 /// (The `inject.free_before_flush` bug frees the batches first.)
 pub fn tlb_flush_mmu_tlbonly(w: &mut World, task: TaskId, fx: &mut Effects) -> Flow {
+    let g = &w.tasks[task as usize].gather;
+    if w.cfg.mm.table_batch_alloc_fail && !w.cfg.pt_reclaim && !g.tables.is_empty() {
+        return Flow::Call(crate::world::Frame::TlbRemoveTableOne(TlbRemoveTableOne {
+            pc: OnePc::Invalidate,
+        }));
+    }
     if w.cfg.inject.free_before_flush {
         let mut tlb = std::mem::take(&mut w.tasks[task as usize].gather);
         free_batches(w, &mut tlb, fx);
@@ -450,4 +471,96 @@ pub fn tlb_end_vma(w: &mut World, task: TaskId, fx: &mut Effects) -> Flow {
     let flow = crate::arch::tlb_flush(w, task, fx);
     w.tasks[task as usize].gather.reset_range();
     flow
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OnePc {
+    /// `tlb_table_invalidate`: `tlb_flush_mmu_tlbonly`.
+    Invalidate,
+    /// `tlb_remove_table_sync_rcu()`.
+    Sync,
+    /// In `synchronize_rcu()`, asleep.
+    Wait,
+}
+
+/// mm/mmu_gather.c: `tlb_remove_table` when `__get_free_page(GFP_NOWAIT)`
+/// for the batch fails, without `CONFIG_PT_RECLAIM` (7.1 and seed (b)'s
+/// base, 1fb3d8c20bfa): `tlb_table_invalidate(tlb)`, then
+/// `tlb_remove_table_one` → `__tlb_remove_table_one`:
+/// `tlb_remove_table_sync_rcu()`, then the table is freed at once (the
+/// gather's free step does it, `tables_synced`). With PT_RECLAIM the
+/// fallback is `call_rcu` on the ptdesc, which the batch path already is.
+/// The kernel does this at `tlb_remove_table` time, mid-zap; the model at
+/// the gather's flush, which then is the invalidate (one flush, not two).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TlbRemoveTableOne {
+    pub pc: OnePc,
+}
+
+impl TlbRemoveTableOne {
+    /// Asleep in `synchronize_rcu()` until its grace period ends.
+    pub fn can_run(&self, w: &World, task: TaskId) -> bool {
+        self.pc != OnePc::Wait || !w.rcu_batches.iter().any(|b| b.waiter == Some(task))
+    }
+
+    /// mm/mmu_gather.c: `tlb_table_invalidate` + `__tlb_remove_table_one`.
+    pub fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
+        match self.pc {
+            OnePc::Invalidate => {
+                self.pc = OnePc::Sync;
+                crate::arch::tlb_flush(w, task, fx)
+            }
+            OnePc::Sync => {
+                if tlb_remove_table_sync_rcu(w, cpu, task, fx) {
+                    self.pc = OnePc::Wait;
+                    return Flow::Block;
+                }
+                w.tasks[task as usize].gather.tables_synced = true;
+                Flow::Return
+            }
+            OnePc::Wait => {
+                w.tasks[task as usize].gather.tables_synced = true;
+                Flow::Return
+            }
+        }
+    }
+}
+
+/// mm/mmu_gather.c: `tlb_remove_table_sync_rcu` = `synchronize_rcu()`: wait
+/// for every CPU now in an RCU read-side section (IRQs or preemption off:
+/// GUP-fast) to leave it. Seed (b) patch 1/2 returns early when
+/// `tlb_table_flush_implies_ipi_broadcast()`. The grace period is priced
+/// (`synchronize_rcu`) on the caller. Returns whether the caller must sleep
+/// until a reader leaves (the grace period is registered then).
+pub fn tlb_remove_table_sync_rcu(
+    w: &mut World,
+    cpu: CpuId,
+    task: TaskId,
+    fx: &mut Effects,
+) -> bool {
+    if tlb_table_flush_implies_ipi_broadcast(w) {
+        w.counters.table_sync_rcu_skipped += 1;
+        fx.label(Label::TableSyncRcu { skipped: true });
+        return false;
+    }
+    w.counters.table_sync_rcu += 1;
+    fx.label(Label::TableSyncRcu { skipped: false });
+    fx.cost(Cost::SynchronizeRcu, 1);
+    let mut waiting = machine::CpuMask::new(w.cpus.len());
+    for c in w.cpus.iter().filter(|c| c.id != cpu) {
+        if c.irqs_off > 0 || c.preempt_count > 0 {
+            waiting.set(c.id);
+        }
+    }
+    if waiting.is_empty() {
+        return false;
+    }
+    let mm = w.tasks[task as usize].gather.mm;
+    w.rcu_batches.push(crate::world::RcuBatch {
+        mm,
+        tables: Vec::new(),
+        waiting,
+        waiter: Some(task),
+    });
+    true
 }

@@ -7,3 +7,4 @@ pub mod memory;
 pub mod mmap;
 pub mod mmu_gather;
 pub mod vmalloc;
+pub mod vmscan;

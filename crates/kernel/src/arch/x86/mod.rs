@@ -1,2 +1,3 @@
 //! `arch/x86/mm`.
 pub mod tlb;
+pub mod tlb_kernel;

@@ -178,7 +178,7 @@ impl FlushTlbMmRange {
                     w,
                     cpu,
                     task,
-                    self.mm,
+                    Some(self.mm),
                     self.start,
                     self.end,
                     self.stride_shift,
@@ -281,12 +281,13 @@ pub fn inc_mm_tlb_gen_on(w: &mut World, cpu: CpuId, mm: MmId, fx: &mut Effects) 
 /// arch/x86/mm/tlb.c: `get_flush_tlb_info` / `init_flush_tlb_info`: fill the
 /// per-CPU struct (upstream) or the caller's stack struct (seed a), turning
 /// ranges over `tlb_single_page_flush_ceiling` pages into a full flush.
+/// `mm == None`: a kernel-range or batched-unmap flush (`info->mm = NULL`).
 #[allow(clippy::too_many_arguments)]
 pub fn get_flush_tlb_info(
     w: &mut World,
     cpu: CpuId,
     task: TaskId,
-    mm: MmId,
+    mm: Option<MmId>,
     mut start: u64,
     mut end: u64,
     stride_shift: u8,
@@ -299,7 +300,7 @@ pub fn get_flush_tlb_info(
         end = TLB_FLUSH_ALL;
     }
     let info = FlushTlbInfo {
-        mm: Some(mm),
+        mm,
         start,
         end,
         new_tlb_gen,
