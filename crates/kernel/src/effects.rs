@@ -131,6 +131,13 @@ pub enum Label {
         hpage: Pfn,
         deposited: Pfn,
     },
+    /// `collapse_huge_page` failed with `status` (the tracepoint's name);
+    /// `restored`: the PMD was put back (`pmd_populate`) after the flush.
+    CollapseFailed {
+        va: u64,
+        status: &'static str,
+        restored: bool,
+    },
     Invlpgb {
         mm: MmId,
         pages: u64,
@@ -385,6 +392,21 @@ impl fmt::Display for Label {
                 deposited,
             } => {
                 write!(f, "collapse {va:#x}: huge PMD -> frame {hpage}, old PTE table frame {deposited} deposited")
+            }
+            Label::CollapseFailed {
+                va,
+                status,
+                restored,
+            } => {
+                write!(
+                    f,
+                    "collapse {va:#x} failed: {status}{}",
+                    if restored {
+                        ", PMD restored (pmd_populate of the old PTE table)"
+                    } else {
+                        ""
+                    }
+                )
             }
             Label::Invlpgb { mm, pages } => {
                 let what = if pages == crate::TLB_FLUSH_ALL {

@@ -40,15 +40,19 @@ pub enum UserOp {
     MmapHugetlb { start: u64, len: u64 },
     /// `madvise(start, len, MADV_COLLAPSE)`.
     MadviseCollapse { start: u64, len: u64 },
-    /// `get_user_pages_fast` of `pages` pages (e.g. an `O_DIRECT` buffer),
-    /// at a window that moves by `stride` pages each loop iteration over a
-    /// region of `span` pages starting at `base`.
+    /// `pin_user_pages_fast` (FOLL_PIN) of `pages` pages (e.g. an `O_DIRECT`
+    /// buffer), at a window that moves by `stride` pages each loop iteration
+    /// over a region of `span` pages starting at `base`. The pins stay with
+    /// the task until [`UserOp::UnpinUserPages`].
     GupFast {
         base: u64,
         span: u32,
         pages: u32,
         stride: u32,
     },
+    /// `unpin_user_pages_dirty_lock` of every page the task's GUP-fast calls
+    /// pinned (the end of the I/O).
+    UnpinUserPages,
     /// Busy-wait forever in user mode (the seed's `while (!stop) nop;`).
     Spin,
     /// Compute for `ns` nanoseconds without touching memory.
@@ -93,6 +97,9 @@ pub enum UserOp {
 pub struct UserState {
     pub pc: u16,
     pub iter: u64,
+    /// The last system call's return value where the model keeps one
+    /// (`MADV_COLLAPSE`: 0 or `-errno`).
+    pub ret: i32,
     /// Progress inside a `TouchRange`.
     pub sub: u32,
     /// `clock_nanosleep(TIMER_ABSTIME)`: the next wake-up time (ns).
@@ -192,6 +199,11 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
                 base + first * PAGE_SIZE,
                 pages,
             )))
+        }
+        UserOp::UnpinUserPages => {
+            crate::mm::gup::unpin_user_pages(w, t, fx);
+            advance(w);
+            Flow::Yield
         }
         UserOp::MmapFile { start, len, file } => {
             fx.cost(Cost::SyscallEntryExit, 1);

@@ -169,6 +169,9 @@ costs! {
     LocklessWalkMb = "lockless_walk_mb",
     /// Seed (b) step 2: a walker's store to its per-CPU line after a syncing CPU read it (ownership upgrade).
     LocklessWalkLineReown = "lockless_walk_line_reown",
+    /// The I/O a GUP pin is held for (an `O_DIRECT` read into the pinned
+    /// buffer, `pin_user_pages_fast` to `unpin_user_pages_dirty_lock`).
+    DirectIo = "direct_io",
 }
 
 /// One priced entry.
