@@ -109,10 +109,19 @@ pub struct UserState {
 }
 
 /// Can the task's user code make progress (i.e. it is not spinning idly)?
-pub fn can_run(task: &Task) -> bool {
+pub fn can_run(w: &World, task: &Task) -> bool {
     match task.prog.get(task.us.pc as usize) {
         Some(UserOp::Spin) => false,
         Some(UserOp::DoneSpin) => !task.us.done,
+        // mmap: mmap_write_lock, vma_start_write of the VMAs it replaces.
+        Some(
+            UserOp::Mmap { start, len }
+            | UserOp::MmapHugetlb { start, len }
+            | UserOp::MmapFile { start, len, .. },
+        ) => {
+            crate::mm::mmap_lock::mmap_write_lock_free(w, task.mm, task.id)
+                && crate::mm::mmap_lock::vma_start_write_free(w, task.mm, *start, start + len)
+        }
         _ => task.state != crate::world::TaskState::Exited,
     }
 }
@@ -125,6 +134,14 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
         w.task_exit(cpu, t, fx);
         return Flow::Yield;
     };
+    let is_mmap = matches!(
+        op,
+        UserOp::Mmap { .. } | UserOp::MmapHugetlb { .. } | UserOp::MmapFile { .. }
+    );
+    if is_mmap && !can_run(w, &w.tasks[t as usize]) {
+        // mmap's mmap_write_lock sleeps.
+        return Flow::Block;
+    }
     let advance = |w: &mut World| {
         let us = &mut w.tasks[t as usize].us;
         us.pc += 1;
@@ -201,6 +218,13 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             )))
         }
         UserOp::UnpinUserPages => {
+            // The pins outlive the walk's step: the unpin is a step of its
+            // own even right after the walk (no I/O in between).
+            let us = &mut w.tasks[t as usize].us;
+            if us.sub == 0 {
+                us.sub = 1;
+                return Flow::Yield;
+            }
             crate::mm::gup::unpin_user_pages(w, t, fx);
             advance(w);
             Flow::Yield
@@ -210,10 +234,9 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             fx.cost(Cost::MmapFixed, 1);
             fx.label(crate::Label::Syscall { nr: "mmap" });
             let mm = w.tasks[t as usize].mm;
-            w.mms[mm as usize]
-                .vmas
-                .retain(|v| v.end <= start || v.start >= start + len);
+            mmap_fixed_begin(w, t, mm, start, len, fx);
             w.add_vma_file(mm, start, len, file);
+            crate::mm::mmap_lock::mmap_write_unlock(w, mm, fx);
             advance(w);
             Flow::Yield
         }
@@ -222,14 +245,13 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             fx.cost(Cost::MmapFixed, 1);
             fx.label(crate::Label::Syscall { nr: "mmap" });
             let mm = w.tasks[t as usize].mm;
-            w.mms[mm as usize]
-                .vmas
-                .retain(|v| v.end <= start || v.start >= start + len);
+            mmap_fixed_begin(w, t, mm, start, len, fx);
             if matches!(op, UserOp::MmapHugetlb { .. }) {
                 w.add_vma_hugetlb(mm, start, len);
             } else {
                 w.add_vma(mm, start, len);
             }
+            crate::mm::mmap_lock::mmap_write_unlock(w, mm, fx);
             advance(w);
             Flow::Yield
         }
@@ -368,4 +390,15 @@ fn access(
             Flow::CallYield(Frame::PageFault(PageFault::new(va, write)))
         }
     }
+}
+
+/// mm/mmap.c: `vm_mmap_pgoff` → `do_mmap` with `MAP_FIXED`: under
+/// `mmap_write_lock` (the caller checked it is free), the VMAs in the way
+/// are write-locked and dropped (the model keeps no pages under them).
+fn mmap_fixed_begin(w: &mut World, t: TaskId, mm: crate::MmId, start: u64, len: u64, fx: &mut Effects) {
+    crate::mm::mmap_lock::mmap_write_lock(w, mm, t, fx);
+    crate::mm::mmap_lock::vma_start_write(w, mm, start, start + len, fx);
+    w.mms[mm as usize]
+        .vmas
+        .retain(|v| v.end <= start || v.start >= start + len);
 }

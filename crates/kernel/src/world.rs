@@ -805,7 +805,7 @@ impl World {
                 let task = &self.tasks[t as usize];
                 match task.kstack.last() {
                     Some(f) => f.can_run(self, cpu, t),
-                    None => crate::user::can_run(task),
+                    None => crate::user::can_run(self, task),
                 }
             }
         }

@@ -59,6 +59,10 @@ impl Fork {
     /// kernel/fork.c: `dup_mmap`.
     pub fn step(&mut self, w: &mut World, _cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
         let mm = w.tasks[task as usize].mm;
+        if !self.can_run(w, task) {
+            // dup_mmap's mmap_write_lock(oldmm) sleeps.
+            return Flow::Block;
+        }
         match self.pc {
             Pc::Enter => {
                 fx.cost(Cost::SyscallEntryExit, 1);

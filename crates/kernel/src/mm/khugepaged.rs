@@ -194,6 +194,10 @@ impl CollapseHugePage {
     /// mm/khugepaged.c: `collapse_huge_page` (entered from `hpage_collapse_scan_pmd`).
     pub fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
         let mm = w.tasks[task as usize].mm;
+        if !self.can_run(w, task) {
+            // mmap_read_lock / mmap_write_lock / vma_start_write sleep.
+            return Flow::Block;
+        }
         match self.pc {
             Pc::Scan => self.hpage_collapse_scan_pmd(w, task, fx),
             Pc::Lock => {

@@ -50,6 +50,10 @@ impl MadviseDontneed {
     /// mm/madvise.c: `madvise_dontneed_free` → mm/memory.c: `zap_page_range_single`.
     pub fn step(&mut self, w: &mut World, _cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
         let mm = w.tasks[task as usize].mm;
+        if !self.can_run(w, task) {
+            // madvise_lock sleeps in mmap_read_lock.
+            return Flow::Block;
+        }
         match self.pc {
             Pc::Enter => {
                 fx.cost(Cost::SyscallEntryExit, 1);
@@ -139,6 +143,6 @@ fn madvise_unlock(w: &mut World, mm: crate::MmId, lock: FaultLock, fx: &mut Effe
     match lock {
         FaultLock::Vma(start) => vma_end_read(w, mm, start, fx),
         FaultLock::MmapRead => mmap_read_unlock(w, mm, fx),
-        FaultLock::None => {}
+        FaultLock::None | FaultLock::WaitMmapRead => {}
     }
 }

@@ -31,6 +31,8 @@ pub enum FaultLock {
     None,
     /// `lock_vma_under_rcu` succeeded on the VMA starting here.
     Vma(u64),
+    /// `lock_vma_under_rcu` failed; sleeping in `mmap_read_lock`.
+    WaitMmapRead,
     /// The VMA was write-locked (or absent): `lock_mm_and_find_vma` →
     /// `mmap_read_lock`.
     MmapRead,
@@ -46,18 +48,11 @@ impl PageFault {
         }
     }
 
-    /// Can the fault go on: it holds its lock, or the VMA is not
-    /// write-locked (`lock_vma_under_rcu`), or no writer holds `mmap_lock`.
+    /// Can the fault go on: a fault that fell back to `mmap_read_lock`
+    /// sleeps while a writer holds it; any other can run.
     pub fn can_run(&self, w: &World, task: TaskId) -> bool {
-        if self.lock != FaultLock::None {
-            return true;
-        }
-        let mm = w.tasks[task as usize].mm;
-        let vma_ok = w.mms[mm as usize]
-            .vmas
-            .iter()
-            .any(|v| v.start <= self.va && self.va < v.end && !v.vm_write_locked);
-        vma_ok || crate::mm::mmap_lock::mmap_read_lock_free(w, mm)
+        self.lock != FaultLock::WaitMmapRead
+            || crate::mm::mmap_lock::mmap_read_lock_free(w, w.tasks[task as usize].mm)
     }
 
     /// arch/x86/mm/fault.c `do_user_addr_fault` (arm64 `do_page_fault`,
@@ -74,10 +69,16 @@ impl PageFault {
                 }
                 None => {
                     w.counters.vma_lock_fallback += 1;
-                    crate::mm::mmap_lock::mmap_read_lock(w, mm, fx);
-                    FaultLock::MmapRead
+                    FaultLock::WaitMmapRead
                 }
             };
+        }
+        if self.lock == FaultLock::WaitMmapRead {
+            if !crate::mm::mmap_lock::mmap_read_lock_free(w, mm) {
+                return Flow::Block;
+            }
+            crate::mm::mmap_lock::mmap_read_lock(w, mm, fx);
+            self.lock = FaultLock::MmapRead;
         }
         let flow = self.handle_mm_fault(w, cpu, task, fx);
         let exited = w.tasks[task as usize].state == crate::world::TaskState::Exited;
@@ -85,7 +86,7 @@ impl PageFault {
             match std::mem::replace(&mut self.lock, FaultLock::None) {
                 FaultLock::Vma(start) => crate::mm::mmap_lock::vma_end_read(w, mm, start, fx),
                 FaultLock::MmapRead => crate::mm::mmap_lock::mmap_read_unlock(w, mm, fx),
-                FaultLock::None => {}
+                FaultLock::None | FaultLock::WaitMmapRead => {}
             }
         }
         flow

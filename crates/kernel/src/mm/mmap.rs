@@ -101,6 +101,10 @@ impl Munmap {
     /// mm/vma.c: `do_vmi_align_munmap` → `vms_complete_munmap_vmas` → `unmap_region`.
     pub fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
         let mm = w.tasks[task as usize].mm;
+        if self.pc == Pc::Enter && !self.can_run(w, task) {
+            // mmap_write_lock / vma_start_write sleep.
+            return Flow::Block;
+        }
         match self.pc {
             Pc::Enter => {
                 fx.cost(Cost::SyscallEntryExit, 1);
