@@ -870,7 +870,7 @@ fn collapse_vs_pin(s: &Scenario) -> Result<World, Error> {
             pages: 2,
             stride: 1,
         },
-        UserOp::Charge {
+        UserOp::IoWait {
             cost: machine::Cost::DirectIo,
             n: 1,
         },

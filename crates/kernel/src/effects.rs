@@ -577,6 +577,10 @@ pub struct Effects {
     pub stats: Vec<(Stat, u16)>,
     /// hrtimers armed: (CPU, task, op started at expiry, expiry time in ns).
     pub timers: Vec<(CpuId, TaskId, u16, u64)>,
+    /// Tasks put to sleep until an event priced by the driver: (CPU, task,
+    /// cost class, count); the CPU's timer fires `count` × the class's
+    /// price from now and starts no measured op.
+    pub sleeps: Vec<(CpuId, TaskId, Cost, u32)>,
     /// Filled only while `tracing` (the driver sets it when it keeps a trace).
     pub labels: Vec<Label>,
     pub tracing: bool,
@@ -589,6 +593,7 @@ impl Effects {
         self.wakes.clear();
         self.stats.clear();
         self.timers.clear();
+        self.sleeps.clear();
         self.labels.clear();
     }
     #[inline]
@@ -653,6 +658,10 @@ impl Effects {
     /// Arm `cpu`'s hrtimer for `task` at `at` (ns); the driver starts op `op` then.
     pub fn timer(&mut self, cpu: CpuId, task: TaskId, op: u16, at: u64) {
         self.timers.push((cpu, task, op, at));
+    }
+    /// `task` sleeps on `cpu` for `n` × the price of `cost` (an I/O).
+    pub fn sleep(&mut self, cpu: CpuId, task: TaskId, cost: Cost, n: u32) {
+        self.sleeps.push((cpu, task, cost, n));
     }
     pub fn stat(&mut self, s: Stat) {
         let m = self.mark();

@@ -50,6 +50,9 @@ pub enum UserOp {
         pages: u32,
         stride: u32,
     },
+    /// Wait for `n` I/Os priced `cost` each (an `O_DIRECT` read: `io_schedule`
+    /// until the completion interrupt): the task sleeps, its CPU idles.
+    IoWait { cost: Cost, n: u32 },
     /// `unpin_user_pages_dirty_lock` of every page the task's GUP-fast calls
     /// pinned (the end of the I/O).
     UnpinUserPages,
@@ -347,6 +350,20 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             task.us.deadline = (base + period_ns as u64).max(now + 1);
             task.state = crate::world::TaskState::Sleeping;
             fx.timer(cpu, t, op, task.us.deadline);
+            w.cpus[cpu as usize].curr = None;
+            crate::sched::core::schedule(w, cpu, fx);
+            Flow::Yield
+        }
+        UserOp::IoWait { cost, n } => {
+            advance(w);
+            if n == 0 {
+                return Flow::Continue;
+            }
+            let task = &mut w.tasks[t as usize];
+            // The CPU's timer stands for the completion interrupt.
+            task.us.deadline = w.now;
+            task.state = crate::world::TaskState::Sleeping;
+            fx.sleep(cpu, t, cost, n);
             w.cpus[cpu as usize].curr = None;
             crate::sched::core::schedule(w, cpu, fx);
             Flow::Yield

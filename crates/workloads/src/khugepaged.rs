@@ -85,8 +85,8 @@ pub fn gup_threads(s: &Scenario, w: &mut World, mm: kernel::MmId) {
             },
         ];
         if s.workload.pin_ios > 0 {
-            // The I/O into the pinned buffer.
-            prog.push(UserOp::Charge {
+            // The I/O into the pinned buffer: the thread sleeps.
+            prog.push(UserOp::IoWait {
                 cost: Cost::DirectIo,
                 n: s.workload.pin_ios,
             });
