@@ -53,6 +53,9 @@ pub enum UserOp {
     /// Wait for `n` I/Os priced `cost` each (an `O_DIRECT` read: `io_schedule`
     /// until the completion interrupt): the task sleeps, its CPU idles.
     IoWait { cost: Cost, n: u32 },
+    /// `while (madvise(...) && errno == EAGAIN)`: back to op `to` if the last
+    /// system call returned -EAGAIN (`UserState::ret`).
+    RetryOnEagain { to: u16 },
     /// `unpin_user_pages_dirty_lock` of every page the task's GUP-fast calls
     /// pinned (the end of the I/O).
     UnpinUserPages,
@@ -94,6 +97,9 @@ pub enum UserOp {
     /// `exit()`.
     Exit,
 }
+
+/// An op id no measurement uses: a `ClockNanosleep` with it only paces.
+pub const NO_OP: u16 = u16::MAX;
 
 /// Program counter and loop state.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -353,6 +359,19 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             w.cpus[cpu as usize].curr = None;
             crate::sched::core::schedule(w, cpu, fx);
             Flow::Yield
+        }
+        UserOp::RetryOnEagain { to } => {
+            let us = &mut w.tasks[t as usize].us;
+            if us.ret == -crate::mm::khugepaged::EAGAIN {
+                us.ret = 0;
+                us.pc = to;
+                us.sub = 0;
+                // A user-mode branch: the retry is the next step.
+                fx.cost(Cost::UserLoop, 1);
+                return Flow::Yield;
+            }
+            advance(w);
+            Flow::Continue
         }
         UserOp::IoWait { cost, n } => {
             advance(w);

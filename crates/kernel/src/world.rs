@@ -311,6 +311,9 @@ pub struct Counters {
     /// `collapse_huge_page` / `hpage_collapse_scan_pmd` failures by
     /// [`ScanResult`] (the `mm_collapse_huge_page` tracepoint's status).
     pub collapse_fail: [u64; crate::mm::khugepaged::ScanResult::ALL.len()],
+    /// Of those, failures after `pmdp_collapse_flush` (the isolate's): the
+    /// PMD was restored (`pmd_populate`), the flush and sync were spent.
+    pub collapse_pmd_restored: u64,
     /// `MADV_COLLAPSE` calls that returned -EAGAIN (`madvise_collapse_errno`).
     pub madv_collapse_eagain: u64,
     /// Faults and `MADV_DONTNEED`s that took the per-VMA lock, and those

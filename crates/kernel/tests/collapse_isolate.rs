@@ -127,6 +127,7 @@ fn a_pin_taken_after_the_scan_fails_the_isolate_and_the_pmd_is_restored() {
     assert!(w.violations.is_empty(), "{:?}", w.violations);
     assert_eq!(w.counters.collapses, 0);
     assert_eq!(fails(&w, ScanResult::PageCount), 1);
+    assert_eq!(w.counters.collapse_pmd_restored, 1);
     assert_eq!(w.counters.madv_collapse_eagain, 1);
     assert_eq!(w.tasks[0].us.ret, -EAGAIN);
     assert_eq!(pmd(&w, mm), before, "pmd_populate of the old table");
@@ -157,6 +158,7 @@ fn a_pin_held_at_the_scan_fails_it_without_a_flush() {
     drive(&mut w, |_, c, _| c == 0, |w| exited(w, 0));
     assert_eq!(w.counters.collapses, 0);
     assert_eq!(fails(&w, ScanResult::PageCount), 1);
+    assert_eq!(w.counters.collapse_pmd_restored, 0);
     assert_eq!(w.tasks[0].us.ret, -EAGAIN);
     assert_eq!(pmd(&w, mm), before);
     assert_eq!(w.counters.irq_tlb.iter().sum::<u64>(), 0);

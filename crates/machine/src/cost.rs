@@ -172,6 +172,9 @@ costs! {
     /// The I/O a GUP pin is held for (an `O_DIRECT` read into the pinned
     /// buffer, `pin_user_pages_fast` to `unpin_user_pages_dirty_lock`).
     DirectIo = "direct_io",
+    /// `hpage_collapse_scan_pmd` that stops at a pinned page
+    /// (`SCAN_PAGE_COUNT`): the PTE walk and folio checks, no allocation.
+    CollapseScan = "collapse_scan",
 }
 
 /// One priced entry.

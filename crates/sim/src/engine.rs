@@ -10,8 +10,9 @@ use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-/// The op a sleep's timer starts: none (`Effects::sleep`).
-const NO_OP: u16 = u16::MAX;
+/// The op a sleep's timer starts: none (`Effects::sleep`, or a
+/// `ClockNanosleep` that only paces).
+const NO_OP: u16 = kernel::user::NO_OP;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {

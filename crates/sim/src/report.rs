@@ -177,6 +177,7 @@ impl Report {
         .collect();
         arch.insert("gup_pins".into(), c.gup_pins);
         arch.insert("madv_collapse_eagain".into(), c.madv_collapse_eagain);
+        arch.insert("collapse_pmd_restored".into(), c.collapse_pmd_restored);
         arch.insert("vma_lock_success".into(), c.vma_lock_success);
         arch.insert("vma_lock_fallback".into(), c.vma_lock_fallback);
         // /sys/kernel/mm/transparent_hugepage/khugepaged-like: collapse

@@ -293,7 +293,6 @@ impl CollapseHugePage {
         let mm = w.tasks[task as usize].mm;
         let op = w.op_id("collapse_huge_page");
         fx.stat(Stat::OpBegin(task, op));
-        fx.cost(Cost::CollapseSetup, 1);
         mmap_read_lock(w, mm, fx);
         let pmd = read_pmd(w, mm, self.addr).map_or(0, |(_, p)| p);
         let scan = if !pte::present(pmd) {
@@ -301,6 +300,7 @@ impl CollapseHugePage {
         } else if pte::huge(pmd) {
             // SCAN_PMD_MAPPED: already huge; madvise_collapse counts it done.
             mmap_read_unlock(w, mm, fx);
+            fx.cost(Cost::CollapseSetup, 1);
             fx.stat(Stat::OpEnd(task, op));
             collapse_result(w, task, Ok(()));
             return Flow::Return;
@@ -312,6 +312,13 @@ impl CollapseHugePage {
             }
         };
         mmap_read_unlock(w, mm, fx);
+        // A scan stopped by a pin costs the walk; any other attempt the
+        // set-up the calibration fitted (scan, allocation, locks).
+        if scan == Err(ScanResult::PageCount) {
+            fx.cost(Cost::CollapseScan, 1);
+        } else {
+            fx.cost(Cost::CollapseSetup, 1);
+        }
         let alloc = scan.and_then(|()| {
             w.mem
                 .alloc(FrameUse::Anon)
@@ -354,6 +361,7 @@ impl CollapseHugePage {
         if first_pinned(w, self.table).is_some() {
             let (pmd_table, _) = read_pmd(w, mm, self.addr).expect("PMD level exists");
             set_pmd(w, cpu, pmd_table, self.addr, self.orig_pmd, fx);
+            w.counters.collapse_pmd_restored += 1;
             return self.out_up_write(w, task, ScanResult::PageCount, true, fx);
         }
         self.pc = Pc::Copy;
