@@ -431,7 +431,14 @@ fn access(
 /// mm/mmap.c: `vm_mmap_pgoff` → `do_mmap` with `MAP_FIXED`: under
 /// `mmap_write_lock` (the caller checked it is free), the VMAs in the way
 /// are write-locked and dropped (the model keeps no pages under them).
-fn mmap_fixed_begin(w: &mut World, t: TaskId, mm: crate::MmId, start: u64, len: u64, fx: &mut Effects) {
+fn mmap_fixed_begin(
+    w: &mut World,
+    t: TaskId,
+    mm: crate::MmId,
+    start: u64,
+    len: u64,
+    fx: &mut Effects,
+) {
     crate::mm::mmap_lock::mmap_write_lock(w, mm, t, fx);
     crate::mm::mmap_lock::vma_start_write(w, mm, start, start + len, fx);
     w.mms[mm as usize]

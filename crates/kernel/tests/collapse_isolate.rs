@@ -63,7 +63,10 @@ fn drive(
         }
         w.enabled(&mut en);
         let Some(&(c, k)) = en.iter().find(|&&(c, k)| allow(w, c, k)) else {
-            panic!("stuck: nothing allowed among {en:?}; kstacks {:?} / {:?}; pcs {} {}", w.tasks[0].kstack, w.tasks[1].kstack, w.tasks[0].us.pc, w.tasks[1].us.pc);
+            panic!(
+                "stuck: nothing allowed among {en:?}; kstacks {:?} / {:?}; pcs {} {}",
+                w.tasks[0].kstack, w.tasks[1].kstack, w.tasks[0].us.pc, w.tasks[1].us.pc
+            );
         };
         fx.clear();
         w.step(c, k, &mut fx);
@@ -111,11 +114,7 @@ fn a_pin_taken_after_the_scan_fails_the_isolate_and_the_pmd_is_restored() {
         |w| collapse_pc(w) == Some(Pc::Flush),
     );
     let in_use = w.mem.in_use();
-    drive(
-        &mut w,
-        |_, c, _| c == 1,
-        |w| !w.tasks[1].pins.is_empty(),
-    );
+    drive(&mut w, |_, c, _| c == 1, |w| !w.tasks[1].pins.is_empty());
     assert_eq!(w.tasks[1].pins, vec![(page, GUP_PIN_COUNTING_BIAS)]);
     assert_eq!(w.mem.ref_count(page), 1 + GUP_PIN_COUNTING_BIAS as u32);
     // CPU1 keeps its pin (it only takes interrupts) until CPU0 is done.
@@ -150,11 +149,7 @@ fn a_pin_taken_after_the_scan_fails_the_isolate_and_the_pmd_is_restored() {
 fn a_pin_held_at_the_scan_fails_it_without_a_flush() {
     let (mut w, mm) = world(&[]);
     let before = pmd(&w, mm);
-    drive(
-        &mut w,
-        |_, c, _| c == 1,
-        |w| !w.tasks[1].pins.is_empty(),
-    );
+    drive(&mut w, |_, c, _| c == 1, |w| !w.tasks[1].pins.is_empty());
     drive(&mut w, |_, c, _| c == 0, |w| exited(w, 0));
     assert_eq!(w.counters.collapses, 0);
     assert_eq!(fails(&w, ScanResult::PageCount), 1);
@@ -192,11 +187,7 @@ fn skipping_the_refcount_check_is_caught() {
         |_, c, _| c == 0,
         |w| collapse_pc(w) == Some(Pc::Flush),
     );
-    drive(
-        &mut w,
-        |_, c, _| c == 1,
-        |w| !w.tasks[1].pins.is_empty(),
-    );
+    drive(&mut w, |_, c, _| c == 1, |w| !w.tasks[1].pins.is_empty());
     drive(
         &mut w,
         |_, c, k| c == 0 || k == StepKind::TakeIrq,

@@ -38,11 +38,7 @@ fn world(other: Vec<UserOp>) -> (World, MmId) {
     (w, mm)
 }
 
-fn drive(
-    w: &mut World,
-    allow: impl Fn(CpuId, StepKind) -> bool,
-    done: impl Fn(&World) -> bool,
-) {
+fn drive(w: &mut World, allow: impl Fn(CpuId, StepKind) -> bool, done: impl Fn(&World) -> bool) {
     let (mut en, mut fx) = (Vec::new(), Effects::default());
     for _ in 0..10_000 {
         if done(w) {
@@ -104,9 +100,19 @@ fn a_fault_waits_for_a_collapse_holding_the_write_lock() {
     collapse_to_flush(&mut w);
     run_alone(&mut w, 1);
     assert!(!w.can_run(1), "the fault sleeps");
-    assert!(matches!(w.tasks[1].kstack.last(), Some(Frame::PageFault(_))));
-    assert_eq!((w.counters.vma_lock_fallback, w.counters.vma_lock_success), (1, 0));
-    drive(&mut w, |c, k| c == 0 || k == StepKind::TakeIrq, |w| exited(w, 0));
+    assert!(matches!(
+        w.tasks[1].kstack.last(),
+        Some(Frame::PageFault(_))
+    ));
+    assert_eq!(
+        (w.counters.vma_lock_fallback, w.counters.vma_lock_success),
+        (1, 0)
+    );
+    drive(
+        &mut w,
+        |c, k| c == 0 || k == StepKind::TakeIrq,
+        |w| exited(w, 0),
+    );
     assert!(w.mms[mm as usize].mmap_lock_writer.is_none());
     assert!(w.can_run(1), "mmap_write_unlock woke it");
     drive(&mut w, |_, _| true, |w| exited(w, 1));
@@ -130,7 +136,10 @@ fn a_fault_in_another_vma_runs_under_its_vma_lock() {
     run_alone(&mut w, 1);
     assert!(exited(&w, 1), "CPU1 faulted and exited during the collapse");
     assert_eq!(collapse_pc(&w), Some(Pc::Flush));
-    assert_eq!((w.counters.vma_lock_fallback, w.counters.vma_lock_success), (0, 1));
+    assert_eq!(
+        (w.counters.vma_lock_fallback, w.counters.vma_lock_success),
+        (0, 1)
+    );
     assert_eq!(w.counters.page_faults, 1);
     assert_eq!(w.mms[mm as usize].vmas[1].vm_readers, 0);
 }
@@ -156,7 +165,11 @@ fn collapse_waits_for_a_madvise_holding_the_vma_read_lock() {
     assert!(!w.can_run(0));
     assert_eq!(w.mms[mm as usize].mmap_lock_writer, Some(0));
     assert_eq!(pmd(&w, mm, P), before, "PMD not cleared under the zap");
-    drive(&mut w, |c, k| c == 1 || k == StepKind::TakeIrq, |w| exited(w, 1));
+    drive(
+        &mut w,
+        |c, k| c == 1 || k == StepKind::TakeIrq,
+        |w| exited(w, 1),
+    );
     assert!(w.can_run(0), "vma_end_read woke the collapse");
     drive(&mut w, |_, _| true, |w| exited(w, 0));
     assert!(w.violations.is_empty());
@@ -181,11 +194,17 @@ fn munmap_keeps_the_collapse_out_until_it_is_done() {
     run_alone(&mut w, 0);
     assert_eq!(collapse_pc(&w), Some(Pc::Lock));
     assert!(!w.can_run(0));
-    drive(&mut w, |c, k| c == 1 || k == StepKind::TakeIrq, |w| exited(w, 1));
+    drive(
+        &mut w,
+        |c, k| c == 1 || k == StepKind::TakeIrq,
+        |w| exited(w, 1),
+    );
     drive(&mut w, |_, _| true, |w| exited(w, 0));
     assert!(w.violations.is_empty());
     assert_eq!(w.counters.collapses, 0);
-    let pmd_null = ScanResult::ALL.iter().position(|&r| r == ScanResult::PmdNull);
+    let pmd_null = ScanResult::ALL
+        .iter()
+        .position(|&r| r == ScanResult::PmdNull);
     assert_eq!(w.counters.collapse_fail[pmd_null.unwrap()], 1);
     assert_eq!(w.tasks[0].us.ret, -EINVAL);
 }
@@ -204,7 +223,11 @@ fn munmap_waits_for_the_collapse() {
     assert!(!w.can_run(1));
     assert!(matches!(w.tasks[1].kstack.last(), Some(Frame::Munmap(_))));
     assert_eq!(w.mms[mm as usize].vmas.len(), 2, "no VMA detached yet");
-    drive(&mut w, |c, k| c == 0 || k == StepKind::TakeIrq, |w| exited(w, 0));
+    drive(
+        &mut w,
+        |c, k| c == 0 || k == StepKind::TakeIrq,
+        |w| exited(w, 0),
+    );
     assert_eq!(w.counters.collapses, 1);
     drive(&mut w, |_, _| true, |w| exited(w, 1));
     assert!(w.violations.is_empty());

@@ -110,9 +110,10 @@ impl MadviseDontneed {
             return true;
         }
         let mm = w.tasks[task as usize].mm;
-        let vma_ok = w.mms[mm as usize].vmas.iter().any(|v| {
-            v.start <= self.start && self.end <= v.end && !v.vm_write_locked
-        });
+        let vma_ok = w.mms[mm as usize]
+            .vmas
+            .iter()
+            .any(|v| v.start <= self.start && self.end <= v.end && !v.vm_write_locked);
         vma_ok || crate::mm::mmap_lock::mmap_read_lock_free(w, mm)
     }
 }
@@ -120,7 +121,13 @@ impl MadviseDontneed {
 /// mm/madvise.c: `madvise_lock` → `try_vma_read_lock` (MADV_DONTNEED is
 /// `MADVISE_VMA_READ_LOCK` since 6.16): the VMA lock when the range lies in
 /// one VMA and no writer holds it, else `mmap_read_lock`.
-fn madvise_lock(w: &mut World, mm: crate::MmId, start: u64, end: u64, fx: &mut Effects) -> FaultLock {
+fn madvise_lock(
+    w: &mut World,
+    mm: crate::MmId,
+    start: u64,
+    end: u64,
+    fx: &mut Effects,
+) -> FaultLock {
     if let Some(vstart) = lock_vma_under_rcu(w, mm, start, fx) {
         let vend = w.mms[mm as usize]
             .vmas

@@ -93,7 +93,13 @@ impl PageFault {
     }
 
     /// mm/memory.c: `handle_mm_fault`.
-    fn handle_mm_fault(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
+    fn handle_mm_fault(
+        &mut self,
+        w: &mut World,
+        cpu: CpuId,
+        task: TaskId,
+        fx: &mut Effects,
+    ) -> Flow {
         if let Some(old) = self.release.take() {
             // wp_page_copy, after ptep_clear_flush: folio_put(old_folio).
             w.mem.put_page(old);

@@ -14,8 +14,8 @@ use machine::{Cost, CpuId, HPAGE_SIZE};
 
 pub use crate::mm::mmap_lock::mmap_write_unlock;
 use crate::mm::mmap_lock::{
-    mmap_read_lock, mmap_read_lock_free, mmap_read_unlock, mmap_write_downgrade,
-    mmap_write_lock, mmap_write_lock_free, vma_start_write, vma_start_write_free,
+    mmap_read_lock, mmap_read_lock_free, mmap_read_unlock, mmap_write_downgrade, mmap_write_lock,
+    mmap_write_lock_free, vma_start_write, vma_start_write_free,
 };
 
 /// 1 GiB: the range one PMD table maps (`PUD_SIZE`).

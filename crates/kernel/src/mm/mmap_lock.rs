@@ -114,7 +114,11 @@ pub fn lock_vma_under_rcu(w: &mut World, mm: MmId, va: u64, fx: &mut Effects) ->
 /// include/linux/mmap_lock.h: `vma_end_read`: the last reader wakes the
 /// mm's CPUs (a `vma_start_write` may wait).
 pub fn vma_end_read(w: &mut World, mm: MmId, start: u64, fx: &mut Effects) {
-    let Some(v) = w.mms[mm as usize].vmas.iter_mut().find(|v| v.start == start) else {
+    let Some(v) = w.mms[mm as usize]
+        .vmas
+        .iter_mut()
+        .find(|v| v.start == start)
+    else {
         return;
     };
     v.vm_readers -= 1;
