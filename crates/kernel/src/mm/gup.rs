@@ -9,6 +9,12 @@
 //! inside this walk cannot do. Without that wait, a walker that read a PTE
 //! just before the PMD was cleared can grab a folio that was freed since.
 //!
+//! Every walk here is `pin_user_pages_fast` (FOLL_PIN, as `O_DIRECT` uses):
+//! a page the re-check accepts keeps `GUP_PIN_COUNTING_BIAS` references
+//! (1 on a huge folio) in the task's `pins` until [`unpin_user_pages`]. A
+//! pinned page's refcount exceeds its mapcount, which is what makes
+//! `collapse_huge_page` fail with `SCAN_PAGE_COUNT` (mm/khugepaged.c).
+//!
 //! Seed (b) step 2 (`mm.targeted_table_sync`, the v4 design): on entry the
 //! walk publishes its mm in `per_cpu(active_lockless_pt_walk_mm)`, then
 //! `smp_mb()`, then reads the PMD; on exit it clears the variable. The sync
