@@ -701,6 +701,22 @@ pub const CATALOGUE: &[Config] = &[
         sym: &[],
         world: munmap_vs_gup,
     },
+    Config {
+        name: "x86_collapse_vs_pin",
+        about: "MADV_COLLAPSE of 2 MiB against a GUP-fast FOLL_PIN of two of its pages held for an I/O: collapsed, or SCAN_PAGE_COUNT at the scan or after the flush (PMD restored), never a lost pin",
+        sets: &[],
+        expect_safe: true,
+        sym: &[],
+        world: collapse_vs_pin,
+    },
+    Config {
+        name: "unsafe_collapse_skip_refcount_check",
+        about: "__collapse_huge_page_isolate without is_refcount_suitable: the collapse copies and releases a page the pinner still writes (I9)",
+        sets: &["inject.collapse_skip_refcount_check=true"],
+        expect_safe: false,
+        sym: &[],
+        world: collapse_vs_pin,
+    },
 ];
 
 /// Look a check up by name.
@@ -885,11 +901,50 @@ fn collapse_vs_gup(s: &Scenario) -> Result<World, Error> {
                     pages: 2,
                     stride: 1,
                 },
+                UserOp::UnpinUserPages,
                 UserOp::Exit,
             ],
             true,
         );
     }
+    Ok(w)
+}
+
+/// One mm over a populated 2 MiB: CPU0 MADV_COLLAPSEs it; CPU1 pins two
+/// of its pages with GUP-fast (an `O_DIRECT` buffer), holds them for the
+/// I/O, then unpins. Whether the pin is there when the collapse scans or
+/// isolates decides the outcome: collapsed, or `SCAN_PAGE_COUNT` (at the
+/// scan, or after the flush with the PMD restored).
+fn collapse_vs_pin(s: &Scenario) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let mm = w.mm_alloc()?;
+    let len = machine::HPAGE_SIZE;
+    w.add_vma(mm, P, len);
+    kernel::mm::memory::populate_range(&mut w, mm, P, P + len)?;
+    let collapse = vec![
+        UserOp::MadviseCollapse { start: P, len },
+        UserOp::Touch {
+            addr: P,
+            write: true,
+        },
+        UserOp::Exit,
+    ];
+    w.spawn(mm, 0, collapse, true);
+    let pin = vec![
+        UserOp::GupFast {
+            base: P,
+            span: 512,
+            pages: 2,
+            stride: 1,
+        },
+        UserOp::IoWait {
+            cost: machine::Cost::DirectIo,
+            n: 1,
+        },
+        UserOp::UnpinUserPages,
+        UserOp::Exit,
+    ];
+    w.spawn(mm, 1, pin, true);
     Ok(w)
 }
 
@@ -1252,7 +1307,12 @@ fn collapse_vs_gup_global_asid(s: &Scenario) -> Result<World, Error> {
     // A step in user mode first: the walker runs the mm (and takes the
     // flush IPIs) before its IRQ-off walk begins.
     let think = UserOp::Compute { ns: 100 };
-    w.spawn(mm, 1, vec![think, walk, UserOp::Exit], true);
+    w.spawn(
+        mm,
+        1,
+        vec![think, walk, UserOp::UnpinUserPages, UserOp::Exit],
+        true,
+    );
     for cpu in 2..s.machine.cpus as u16 {
         w.spawn(mm, cpu, vec![UserOp::Spin], false);
     }

@@ -67,6 +67,10 @@ pub const BUNDLED: &[(&str, &str)] = &[
         "hugetlb-unshare",
         include_str!("../../../scenarios/hugetlb-unshare.toml"),
     ),
+    (
+        "collapse-pin",
+        include_str!("../../../scenarios/collapse-pin.toml"),
+    ),
 ];
 
 /// Load a scenario from a file path, or a bundled one by name.

@@ -32,19 +32,32 @@ fn op<'a>(r: &'a sim::Report, name: &str) -> &'a sim::report::OpReport {
 /// mean `L`, so `P(latency > x) ~ share x e^(-x/L)` in the tail and the
 /// p99.9 of the two differ by `L ln(P / q)` (2.74 ms here). The windows are
 /// few (a few dozen per run) and one target's window holds up every CPU's
-/// wake-up at once, so the measured gap is checked within 0.5-1.5x of that
-/// (seeds 1-4 give 2.65, 1.72, 2.91, 1.94 ms).
+/// wake-up at once, so one run's gap is a noisy estimate: the mean over
+/// seeds 1-4 is checked within 0.5-1.5x of the derived gap. (Seeds 1-4 gave
+/// 2.65, 1.72, 2.91, 1.94 ms, mean 2.31, and seed 1 alone was checked;
+/// since issue 15 item 10 the fault and madvise lock lines shift the
+/// engine's random stream, which draws the IRQ-off windows too: 4.74, 2.30,
+/// 1.81, 0.40 ms, mean 2.31. The mechanism's expectation did not move.)
 #[test]
 fn preemptible_flush_cuts_the_latency_tail_not_the_throughput() {
     let sc = scenario("rt-latency", &[]);
-    let base = run(&sc);
-    let seed = rt(&[
-        "x86.flush_tlb_info=stack_aligned",
-        "x86.preemptible_flush=true",
-    ]);
+    // (upstream, seed) for seeds 1-4; seed 1 is the scenario's own.
+    let runs: Vec<(sim::Report, sim::Report)> = (1..=4)
+        .map(|n| {
+            let sd = format!("seed={n}");
+            let up = rt(&[sd.as_str()]);
+            let pre = rt(&[
+                sd.as_str(),
+                "x86.flush_tlb_info=stack_aligned",
+                "x86.preemptible_flush=true",
+            ]);
+            (up, pre)
+        })
+        .collect();
+    let (base, seed) = &runs[0];
     let (b, s) = (
-        &op(&base, "rt_wakeup_latency").latency_ns,
-        &op(&seed, "rt_wakeup_latency").latency_ns,
+        &op(base, "rt_wakeup_latency").latency_ns,
+        &op(seed, "rt_wakeup_latency").latency_ns,
     );
     let p = machine::CostProfile::default_x86();
     let (long, short) = (
@@ -60,7 +73,12 @@ fn preemptible_flush_cuts_the_latency_tail_not_the_throughput() {
     assert!(s.p999 as f64 > tau, "seed p99.9 {} <= tau {tau}", s.p999);
     assert!(b.p99 as f64 > tau, "upstream p99 {} <= tau {tau}", b.p99);
     let gap = long * (shared / q).ln();
-    let measured = b.p999 as f64 - s.p999 as f64;
+    let p999 = |r: &sim::Report| op(r, "rt_wakeup_latency").latency_ns.p999 as f64;
+    let measured = runs
+        .iter()
+        .map(|(up, pre)| p999(up) - p999(pre))
+        .sum::<f64>()
+        / 4.0;
     assert!(
         measured > 0.5 * gap && measured < 1.5 * gap,
         "p99.9 gap {measured} ns, derived {gap} ns"
@@ -73,9 +91,22 @@ fn preemptible_flush_cuts_the_latency_tail_not_the_throughput() {
     // chance (issue 15: with the all-but-self shorthand IPI the seed's max
     // drew 3.63 ms, upstream's 3.27 ms). The mechanism bound is below: with
     // no long windows the preemptible flush's maximum is tens of us.
-    let (tb, ts) = (op(&base, "madvise").per_sec, op(&seed, "madvise").per_sec);
-    assert!((ts / tb - 1.0).abs() < 0.03, "madvise/s {tb} -> {ts}");
-    assert!(base.violations.is_empty() && seed.violations.is_empty());
+    // Throughput: the same work either way; one run's madvise/s moves a
+    // few percent with where the long windows fall (seeds 1-3 gave +0.8,
+    // -4.6, +1.2 % before issue 15 item 10, +5.0, +0.3, -2.2 % after), so
+    // the mean ratio over the four seeds is checked.
+    let ratio = runs
+        .iter()
+        .map(|(up, pre)| op(pre, "madvise").per_sec / op(up, "madvise").per_sec)
+        .sum::<f64>()
+        / 4.0;
+    assert!(
+        (ratio - 1.0).abs() < 0.03,
+        "madvise/s seed/upstream {ratio}"
+    );
+    for (up, pre) in &runs {
+        assert!(up.violations.is_empty() && pre.violations.is_empty());
+    }
     // Without IRQ-off windows on the RT CPUs' own timers' way, and no long
     // tail, the preemptible flush leaves only the short non-preemptible
     // parts: the maximum is tens of microseconds.

@@ -26,16 +26,26 @@ fn collapse(arch: &str, k: u32, extra: &[&str]) -> sim::Report {
 /// variables once per collapse and IPIs only CPUs inside a walk of the mm:
 /// none without walkers; with k walkers only CPUs 1..=k (the walkers'),
 /// each at most once per collapse, never the collapsing CPU or an idle one.
+/// Since issue 15 item 9 a 2 MiB whose page a walker has pinned fails with
+/// SCAN_PAGE_COUNT: at the scan (no flush, no sync) or after the flush and
+/// the sync (PMD restored); so the syncs are the collapses plus the
+/// restored attempts, and the 32 extents are collapses plus failures.
 #[test]
 fn targeted_sync_ipis_only_the_walkers_cpus() {
-    let collapses = 32u64;
+    let extents = 32u64;
     for arch in ["x86.invlpgb=true", "machine.arch=arm64"] {
         for k in [0u32, 1, 3] {
             let up = collapse(arch, k, &[]);
-            assert_eq!(up.arch["table_sync_ipi"], collapses, "{arch} k={k}");
+            let syncs = |r: &sim::Report| r.arch["collapses"] + r.arch["collapse_pmd_restored"];
+            let tried = |r: &sim::Report| r.arch["collapses"] + r.arch["collapse_fail_page_count"];
+            assert_eq!(tried(&up), extents, "{arch} k={k}");
+            assert_eq!(up.arch["table_sync_ipi"], syncs(&up), "{arch} k={k}");
+            let collapses = syncs(&up);
             assert!(total(&up, "CAL") >= collapses * 15, "{arch} k={k}");
             assert!(!up.arch.contains_key("table_sync_targeted"));
             let s2 = collapse(arch, k, &STEP2);
+            assert_eq!(tried(&s2), extents, "{arch} k={k}");
+            let collapses = syncs(&s2);
             assert_eq!(s2.arch["table_sync_targeted"], collapses, "{arch} k={k}");
             assert!(s2.violations.is_empty(), "{arch} k={k}");
             // A remote flush_tlb_func counts in both rows (TLB and CAL):
@@ -102,7 +112,12 @@ fn collapse_race_targeted_is_safe_and_late_publication_is_caught() {
         &["x86.invlpgb=true", "mm.targeted_table_sync=true"],
     ));
     assert!(up.violations.is_empty() && s2.violations.is_empty());
-    assert_eq!(s2.arch["table_sync_targeted"], s2.arch["collapses"]);
+    // One sync per attempt that cleared the PMD: the collapses and the
+    // attempts whose isolate found a pin and restored it.
+    assert_eq!(
+        s2.arch["table_sync_targeted"],
+        s2.arch["collapses"] + s2.arch["collapse_pmd_restored"]
+    );
     assert!(total(&s2, "CAL") < total(&up, "CAL"));
     let late = run(&scenario(
         "collapse-race",

@@ -131,6 +131,13 @@ pub enum Label {
         hpage: Pfn,
         deposited: Pfn,
     },
+    /// `collapse_huge_page` failed with `status` (the tracepoint's name);
+    /// `restored`: the PMD was put back (`pmd_populate`) after the flush.
+    CollapseFailed {
+        va: u64,
+        status: &'static str,
+        restored: bool,
+    },
     Invlpgb {
         mm: MmId,
         pages: u64,
@@ -405,6 +412,21 @@ impl fmt::Display for Label {
             } => {
                 write!(f, "collapse {va:#x}: huge PMD -> frame {hpage}, old PTE table frame {deposited} deposited")
             }
+            Label::CollapseFailed {
+                va,
+                status,
+                restored,
+            } => {
+                write!(
+                    f,
+                    "collapse {va:#x} failed: {status}{}",
+                    if restored {
+                        ", PMD restored (pmd_populate of the old PTE table)"
+                    } else {
+                        ""
+                    }
+                )
+            }
             Label::Invlpgb { mm, pages } => {
                 let what = if pages == crate::TLB_FLUSH_ALL {
                     "ASID".to_string()
@@ -602,6 +624,10 @@ pub struct Effects {
     pub stats: Vec<(Stat, u16)>,
     /// hrtimers armed: (CPU, task, op started at expiry, expiry time in ns).
     pub timers: Vec<(CpuId, TaskId, u16, u64)>,
+    /// Tasks put to sleep until an event priced by the driver: (CPU, task,
+    /// cost class, count); the CPU's timer fires `count` × the class's
+    /// price from now and starts no measured op.
+    pub sleeps: Vec<(CpuId, TaskId, Cost, u32)>,
     /// Filled only while `tracing` (the driver sets it when it keeps a trace).
     pub labels: Vec<Label>,
     pub tracing: bool,
@@ -614,6 +640,7 @@ impl Effects {
         self.wakes.clear();
         self.stats.clear();
         self.timers.clear();
+        self.sleeps.clear();
         self.labels.clear();
     }
     #[inline]
@@ -678,6 +705,10 @@ impl Effects {
     /// Arm `cpu`'s hrtimer for `task` at `at` (ns); the driver starts op `op` then.
     pub fn timer(&mut self, cpu: CpuId, task: TaskId, op: u16, at: u64) {
         self.timers.push((cpu, task, op, at));
+    }
+    /// `task` sleeps on `cpu` for `n` × the price of `cost` (an I/O).
+    pub fn sleep(&mut self, cpu: CpuId, task: TaskId, cost: Cost, n: u32) {
+        self.sleeps.push((cpu, task, cost, n));
     }
     pub fn stat(&mut self, s: Stat) {
         let m = self.mark();

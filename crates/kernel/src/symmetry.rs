@@ -466,10 +466,11 @@ fn task_fixed_hash<H: Hasher + Default>(t: &Task, invlpgb: bool) -> u64 {
         spurious_va,
         rt,
         pid,
+        pins,
     } = t;
     let mut h = H::default();
     (mm, state, us, gather, measured).hash(&mut h);
-    (spurious_streak, spurious_va, rt).hash(&mut h);
+    (spurious_streak, spurious_va, rt, pins).hash(&mut h);
     if invlpgb {
         pid.hash(&mut h);
     }

@@ -40,15 +40,25 @@ pub enum UserOp {
     MmapHugetlb { start: u64, len: u64 },
     /// `madvise(start, len, MADV_COLLAPSE)`.
     MadviseCollapse { start: u64, len: u64 },
-    /// `get_user_pages_fast` of `pages` pages (e.g. an `O_DIRECT` buffer),
-    /// at a window that moves by `stride` pages each loop iteration over a
-    /// region of `span` pages starting at `base`.
+    /// `pin_user_pages_fast` (FOLL_PIN) of `pages` pages (e.g. an `O_DIRECT`
+    /// buffer), at a window that moves by `stride` pages each loop iteration
+    /// over a region of `span` pages starting at `base`. The pins stay with
+    /// the task until [`UserOp::UnpinUserPages`].
     GupFast {
         base: u64,
         span: u32,
         pages: u32,
         stride: u32,
     },
+    /// Wait for `n` I/Os priced `cost` each (an `O_DIRECT` read: `io_schedule`
+    /// until the completion interrupt): the task sleeps, its CPU idles.
+    IoWait { cost: Cost, n: u32 },
+    /// `while (madvise(...) && errno == EAGAIN)`: back to op `to` if the last
+    /// system call returned -EAGAIN (`UserState::ret`).
+    RetryOnEagain { to: u16 },
+    /// `unpin_user_pages_dirty_lock` of every page the task's GUP-fast calls
+    /// pinned (the end of the I/O).
+    UnpinUserPages,
     /// Busy-wait forever in user mode (the seed's `while (!stop) nop;`).
     Spin,
     /// Compute for `ns` nanoseconds without touching memory.
@@ -91,11 +101,17 @@ pub enum UserOp {
     MadvisePageout { start: u64, len: u64 },
 }
 
+/// An op id no measurement uses: a `ClockNanosleep` with it only paces.
+pub const NO_OP: u16 = u16::MAX;
+
 /// Program counter and loop state.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct UserState {
     pub pc: u16,
     pub iter: u64,
+    /// The last system call's return value where the model keeps one
+    /// (`MADV_COLLAPSE`: 0 or `-errno`).
+    pub ret: i32,
     /// Progress inside a `TouchRange`.
     pub sub: u32,
     /// `clock_nanosleep(TIMER_ABSTIME)`: the next wake-up time (ns).
@@ -105,10 +121,19 @@ pub struct UserState {
 }
 
 /// Can the task's user code make progress (i.e. it is not spinning idly)?
-pub fn can_run(task: &Task) -> bool {
+pub fn can_run(w: &World, task: &Task) -> bool {
     match task.prog.get(task.us.pc as usize) {
         Some(UserOp::Spin) => false,
         Some(UserOp::DoneSpin) => !task.us.done,
+        // mmap: mmap_write_lock, vma_start_write of the VMAs it replaces.
+        Some(
+            UserOp::Mmap { start, len }
+            | UserOp::MmapHugetlb { start, len }
+            | UserOp::MmapFile { start, len, .. },
+        ) => {
+            crate::mm::mmap_lock::mmap_write_lock_free(w, task.mm, task.id)
+                && crate::mm::mmap_lock::vma_start_write_free(w, task.mm, *start, start + len)
+        }
         _ => task.state != crate::world::TaskState::Exited,
     }
 }
@@ -121,6 +146,14 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
         w.task_exit(cpu, t, fx);
         return Flow::Yield;
     };
+    let is_mmap = matches!(
+        op,
+        UserOp::Mmap { .. } | UserOp::MmapHugetlb { .. } | UserOp::MmapFile { .. }
+    );
+    if is_mmap && !can_run(w, &w.tasks[t as usize]) {
+        // mmap's mmap_write_lock sleeps.
+        return Flow::Block;
+    }
     let advance = |w: &mut World| {
         let us = &mut w.tasks[t as usize].us;
         us.pc += 1;
@@ -202,15 +235,26 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
                 pages,
             )))
         }
+        UserOp::UnpinUserPages => {
+            // The pins outlive the walk's step: the unpin is a step of its
+            // own even right after the walk (no I/O in between).
+            let us = &mut w.tasks[t as usize].us;
+            if us.sub == 0 {
+                us.sub = 1;
+                return Flow::Yield;
+            }
+            crate::mm::gup::unpin_user_pages(w, t, fx);
+            advance(w);
+            Flow::Yield
+        }
         UserOp::MmapFile { start, len, file } => {
             fx.cost(Cost::SyscallEntryExit, 1);
             fx.cost(Cost::MmapFixed, 1);
             fx.label(crate::Label::Syscall { nr: "mmap" });
             let mm = w.tasks[t as usize].mm;
-            w.mms[mm as usize]
-                .vmas
-                .retain(|v| v.end <= start || v.start >= start + len);
+            mmap_fixed_begin(w, t, mm, start, len, fx);
             w.add_vma_file(mm, start, len, file);
+            crate::mm::mmap_lock::mmap_write_unlock(w, mm, fx);
             advance(w);
             Flow::Yield
         }
@@ -219,14 +263,13 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             fx.cost(Cost::MmapFixed, 1);
             fx.label(crate::Label::Syscall { nr: "mmap" });
             let mm = w.tasks[t as usize].mm;
-            w.mms[mm as usize]
-                .vmas
-                .retain(|v| v.end <= start || v.start >= start + len);
+            mmap_fixed_begin(w, t, mm, start, len, fx);
             if matches!(op, UserOp::MmapHugetlb { .. }) {
                 w.add_vma_hugetlb(mm, start, len);
             } else {
                 w.add_vma(mm, start, len);
             }
+            crate::mm::mmap_lock::mmap_write_unlock(w, mm, fx);
             advance(w);
             Flow::Yield
         }
@@ -326,6 +369,33 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             crate::sched::core::schedule(w, cpu, fx);
             Flow::Yield
         }
+        UserOp::RetryOnEagain { to } => {
+            let us = &mut w.tasks[t as usize].us;
+            if us.ret == -crate::mm::khugepaged::EAGAIN {
+                us.ret = 0;
+                us.pc = to;
+                us.sub = 0;
+                // A user-mode branch: the retry is the next step.
+                fx.cost(Cost::UserLoop, 1);
+                return Flow::Yield;
+            }
+            advance(w);
+            Flow::Continue
+        }
+        UserOp::IoWait { cost, n } => {
+            advance(w);
+            if n == 0 {
+                return Flow::Continue;
+            }
+            let task = &mut w.tasks[t as usize];
+            // The CPU's timer stands for the completion interrupt.
+            task.us.deadline = w.now;
+            task.state = crate::world::TaskState::Sleeping;
+            fx.sleep(cpu, t, cost, n);
+            w.cpus[cpu as usize].curr = None;
+            crate::sched::core::schedule(w, cpu, fx);
+            Flow::Yield
+        }
         UserOp::Yield => {
             fx.cost(Cost::SyscallEntryExit, 1);
             advance(w);
@@ -365,4 +435,22 @@ fn access(
             Flow::CallYield(Frame::PageFault(PageFault::new(va, write)))
         }
     }
+}
+
+/// mm/mmap.c: `vm_mmap_pgoff` → `do_mmap` with `MAP_FIXED`: under
+/// `mmap_write_lock` (the caller checked it is free), the VMAs in the way
+/// are write-locked and dropped (the model keeps no pages under them).
+fn mmap_fixed_begin(
+    w: &mut World,
+    t: TaskId,
+    mm: crate::MmId,
+    start: u64,
+    len: u64,
+    fx: &mut Effects,
+) {
+    crate::mm::mmap_lock::mmap_write_lock(w, mm, t, fx);
+    crate::mm::mmap_lock::vma_start_write(w, mm, start, start + len, fx);
+    w.mms[mm as usize]
+        .vmas
+        .retain(|v| v.end <= start || v.start >= start + len);
 }

@@ -38,6 +38,7 @@ pub mod layout {
     const PERCPU_BASE: u64 = 0x2000_0000_0000;
     const PERCPU_STRIDE: u64 = 0x10_0000;
     const STACK_BASE: u64 = 0x3000_0000_0000;
+    const VMA_BASE: u64 = 0x4000_0000_0000;
     /// `THREAD_SIZE` (16 KiB kernel stacks).
     pub const THREAD_SIZE: u64 = 0x4000;
 
@@ -68,6 +69,14 @@ pub mod layout {
     /// `per_cpu_ptr(cfd->csd, target)` of `initiator` (32-byte csds, two per line).
     pub fn csd(initiator: CpuId, target: CpuId) -> u64 {
         PERCPU_BASE + initiator as u64 * PERCPU_STRIDE + 0x1000 + target as u64 * 32
+    }
+    /// `mm->mmap_lock` (`struct rw_semaphore`: `count` and `owner`).
+    pub fn mmap_lock(mm: MmId) -> u64 {
+        MM_BASE + mm as u64 * 0x1000 + 0x400
+    }
+    /// The `vm_refcnt` / `vm_lock_seq` line of the VMA starting at `start`.
+    pub fn vma_lock(mm: MmId, start: u64) -> u64 {
+        VMA_BASE + mm as u64 * 0x1_0000_0000 + ((start >> 12) & 0xff_ffff) * 64
     }
     /// The top of `task`'s kernel stack, where `flush_tlb_mm_range`'s frame sits.
     pub fn stack_frame(task: TaskId) -> u64 {
@@ -147,15 +156,12 @@ impl Frame {
             Frame::SmpCallFunctionManyCond(f) => f.can_run(w, cpu),
             // synchronize_rcu(): asleep until the grace period ends.
             Frame::TlbRemoveTableOne(f) => f.can_run(w, task),
-            // i_mmap_lock_write of the hugetlbfs file before zapping.
-            Frame::Munmap(f) if f.hugetlb && matches!(f.pc, crate::mm::mmap::Pc::Zap(_)) => {
-                w.hugetlb_i_mmap_writer.is_none_or(|t| t == task)
-            }
-            // mmap_read_lock / mmap_write_lock: wait while another task writes.
-            Frame::PageFault(_) | Frame::CollapseHugePage(_) | Frame::Fork(_) => {
-                let mm = &w.mms[w.tasks[task as usize].mm as usize];
-                mm.mmap_lock_writer.is_none_or(|t| t == task)
-            }
+            // lock_vma_under_rcu / mmap_read_lock / mmap_write_lock.
+            Frame::PageFault(f) => f.can_run(w, task),
+            Frame::Madvise(f) => f.can_run(w, task),
+            Frame::Munmap(f) => f.can_run(w, task),
+            Frame::CollapseHugePage(f) => f.can_run(w, task),
+            Frame::Fork(f) => f.can_run(w, task),
             _ => true,
         }
     }
@@ -192,6 +198,9 @@ pub struct Task {
     pub spurious_va: u64,
     /// A real-time task (SCHED_FIFO): it preempts others when it wakes.
     pub rt: bool,
+    /// FOLL_PIN pins taken by this task's GUP-fast calls and not yet
+    /// released (`unpin_user_pages`): each frame with the references taken.
+    pub pins: Vec<(Pfn, u16)>,
     /// `current->pid`: data, not an id (CPU/task renaming keeps it), so
     /// `consider_global_asid`'s `(pid & 0x1f) == (jiffies & 0x1f)` sample
     /// stays sound under the checker's symmetry reduction.
@@ -208,6 +217,13 @@ pub struct Vma {
     pub hugetlb: bool,
     /// A `MAP_SHARED` mapping of file `files[f]` from offset 0.
     pub file: Option<u32>,
+    /// Write-locked by the `mmap_lock` writer (`vma_start_write`:
+    /// `vm_lock_seq == mm_lock_seq`) until `mmap_write_unlock`.
+    pub vm_write_locked: bool,
+    /// Per-VMA read locks held (`lock_vma_under_rcu`, `vm_refcnt`).
+    pub vm_readers: u16,
+    /// `anon_vma_lock_write(vma->anon_vma)` held.
+    pub anon_vma_locked: bool,
 }
 
 /// Page-table pages handed to `call_rcu` (mm/mmu_gather.c:
@@ -251,6 +267,8 @@ pub struct Mm {
     pub next_trim_cpumask: Time,
     /// `mmap_lock` held for write by this task.
     pub mmap_lock_writer: Option<TaskId>,
+    /// `mmap_lock` readers (`mmap_read_lock`, or a writer downgraded).
+    pub mmap_lock_readers: u16,
     /// PTE tables deposited under huge PMDs (`pmd_huge_pte`): (2 MiB address, table).
     pub deposited: Vec<(u64, Pfn)>,
     /// arm64/RISC-V `mm->context.id`: ASID generation | ASID (0 = none yet).
@@ -307,6 +325,20 @@ pub struct Counters {
     pub gup_fast: u64,
     pub gup_fast_backoff: u64,
     pub collapses: u64,
+    /// `collapse_huge_page` / `hpage_collapse_scan_pmd` failures by
+    /// [`ScanResult`] (the `mm_collapse_huge_page` tracepoint's status).
+    pub collapse_fail: [u64; crate::mm::khugepaged::ScanResult::ALL.len()],
+    /// Of those, failures after `pmdp_collapse_flush` (the isolate's): the
+    /// PMD was restored (`pmd_populate`), the flush and sync were spent.
+    pub collapse_pmd_restored: u64,
+    /// `MADV_COLLAPSE` calls that returned -EAGAIN (`madvise_collapse_errno`).
+    pub madv_collapse_eagain: u64,
+    /// Faults and `MADV_DONTNEED`s that took the per-VMA lock, and those
+    /// that fell back to `mmap_read_lock` (`VMA_LOCK_SUCCESS` / `VMA_LOCK_RETRY`-like).
+    pub vma_lock_success: u64,
+    pub vma_lock_fallback: u64,
+    /// FOLL_PIN pins taken by GUP-fast.
+    pub gup_pins: u64,
     /// `huge_pmd_unshare` calls that dropped a shared PMD table.
     pub pmd_unshares: u64,
     pub pmd_shares: u64,
@@ -622,6 +654,7 @@ impl World {
             vmas: Vec::new(),
             next_trim_cpumask: 0,
             mmap_lock_writer: None,
+            mmap_lock_readers: 0,
             deposited: Vec::new(),
             context_id: 0,
             tlb_flush_pending: 0,
@@ -675,6 +708,7 @@ impl World {
             vmas: Vec::new(),
             next_trim_cpumask: self.now + 1_000_000_000,
             mmap_lock_writer: None,
+            mmap_lock_readers: 0,
             deposited: Vec::new(),
             context_id: 0,
             tlb_flush_pending: 0,
@@ -693,6 +727,9 @@ impl World {
             writable: true,
             hugetlb: false,
             file: None,
+            vm_write_locked: false,
+            vm_readers: 0,
+            anon_vma_locked: false,
         });
     }
 
@@ -704,6 +741,9 @@ impl World {
             writable: true,
             hugetlb: true,
             file: None,
+            vm_write_locked: false,
+            vm_readers: 0,
+            anon_vma_locked: false,
         });
     }
 
@@ -715,6 +755,9 @@ impl World {
             writable: true,
             hugetlb: false,
             file: Some(file),
+            vm_write_locked: false,
+            vm_readers: 0,
+            anon_vma_locked: false,
         });
     }
 
@@ -756,6 +799,7 @@ impl World {
             spurious_va: 0,
             rt: false,
             pid: id as u32,
+            pins: Vec::new(),
         });
         self.cpus[cpu as usize].rq.push_back(id);
         if measured {
@@ -793,7 +837,7 @@ impl World {
                 let task = &self.tasks[t as usize];
                 match task.kstack.last() {
                     Some(f) => f.can_run(self, cpu, t),
-                    None => crate::user::can_run(task),
+                    None => crate::user::can_run(self, task),
                 }
             }
         }

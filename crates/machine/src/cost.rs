@@ -174,6 +174,12 @@ costs! {
     SynchronizeRcu = "synchronize_rcu",
     /// x86 `__flush_tlb_all` (`do_flush_tlb_all`): INVPCID all-context flush, global (kernel) entries included.
     FlushTlbGlobal = "flush_tlb_global",
+    /// The I/O a GUP pin is held for (an `O_DIRECT` read into the pinned
+    /// buffer, `pin_user_pages_fast` to `unpin_user_pages_dirty_lock`).
+    DirectIo = "direct_io",
+    /// `hpage_collapse_scan_pmd` that stops at a pinned page
+    /// (`SCAN_PAGE_COUNT`): the PTE walk and folio checks, no allocation.
+    CollapseScan = "collapse_scan",
 }
 
 /// One priced entry.

@@ -60,6 +60,9 @@ struct FrameMeta {
     /// References to an anonymous page (`folio_ref_count`): one per mapping
     /// (fork shares pages until one side writes or unmaps).
     refs: u16,
+    /// References GUP holds on top of the mappings (`GUP_PIN_COUNTING_BIAS`
+    /// per FOLL_PIN pin of a small folio): `folio_ref_count` = `refs + gup`.
+    gup: u16,
 }
 
 /// The contents of one page-table page, with a digest of them kept up to
@@ -119,6 +122,7 @@ impl PhysMem {
                 gen: 0,
                 usage: FrameUse::Free,
                 refs: 0,
+                gup: 0,
             }],
             free: Vec::new(),
             tables: vec![None],
@@ -144,6 +148,7 @@ impl PhysMem {
                     gen: 0,
                     usage: FrameUse::Free,
                     refs: 0,
+                    gup: 0,
                 });
                 self.tables.push(None);
                 p
@@ -169,6 +174,7 @@ impl PhysMem {
         debug_assert_ne!(m.usage, FrameUse::Free, "double free of frame {pfn}");
         m.usage = FrameUse::Free;
         m.refs = 0;
+        m.gup = 0;
         m.gen = m.gen.wrapping_add(1);
         self.tables[pfn as usize] = None;
         self.in_use -= 1;
@@ -181,19 +187,45 @@ impl PhysMem {
         m.refs = m.refs.saturating_add(1);
     }
 
-    /// `folio_put`: drop one reference; the page is freed with the last.
-    /// Returns whether it was freed.
+    /// `folio_put`: drop one reference; the page is freed with the last
+    /// (a GUP pin keeps an unmapped page). Returns whether it was freed.
     pub fn put_page(&mut self, pfn: Pfn) -> bool {
         let m = &mut self.meta[pfn as usize];
-        if m.refs > 1 {
-            m.refs -= 1;
+        if m.refs > 1 || m.gup > 0 {
+            m.refs = m.refs.saturating_sub(1);
             return false;
         }
         self.free(pfn);
         true
     }
 
-    /// `folio_ref_count`.
+    /// `try_grab_folio_fast`: GUP takes `n` references (FOLL_PIN on a
+    /// small folio: `GUP_PIN_COUNTING_BIAS`).
+    pub fn gup_get(&mut self, pfn: Pfn, n: u16) {
+        let m = &mut self.meta[pfn as usize];
+        m.gup = m.gup.saturating_add(n);
+    }
+
+    /// `unpin_user_page` → `gup_put_folio`: drop GUP's `n` references; a
+    /// page no mapping holds any more is freed with them. Returns whether
+    /// it was freed.
+    pub fn gup_put(&mut self, pfn: Pfn, n: u16) -> bool {
+        let m = &mut self.meta[pfn as usize];
+        m.gup = m.gup.saturating_sub(n);
+        if m.gup == 0 && m.refs == 0 {
+            self.free(pfn);
+            return true;
+        }
+        false
+    }
+
+    /// `folio_ref_count`: the mappings' references plus GUP's.
+    pub fn ref_count(&self, pfn: Pfn) -> u32 {
+        let m = &self.meta[pfn as usize];
+        m.refs as u32 + m.gup as u32
+    }
+
+    /// The mappings' references (`folio_mapcount` for an anonymous page).
     pub fn refs(&self, pfn: Pfn) -> u16 {
         self.meta[pfn as usize].refs
     }

@@ -210,6 +210,10 @@ pub struct WorkloadCfg {
     /// extent before collapsing (1 = every page); `MADV_COLLAPSE` ignores
     /// `max_ptes_none`, so the others are zero-filled by the collapse.
     pub populate_stride: u32,
+    /// khugepaged_collapse / collapse_race: how many `direct_io` latencies a
+    /// GUP-fast thread holds its FOLL_PIN pins before it unpins them
+    /// (0 = unpinned in the step after the walk).
+    pub pin_ios: u32,
 }
 
 impl Default for WorkloadCfg {
@@ -222,6 +226,7 @@ impl Default for WorkloadCfg {
             period_us: 0,
             lazy_threads: 0,
             populate_stride: 1,
+            pin_ios: 0,
         }
     }
 }
@@ -405,6 +410,9 @@ pub struct InjectCfg {
     /// setting `freed_tables`, so x86 does not IPI lazy CPUs whose
     /// paging-structure caches still point at it.
     pub pt_reclaim_without_freed_tables: bool,
+    /// `__collapse_huge_page_isolate` skips `is_refcount_suitable`: a page
+    /// a GUP pin still holds is collapsed (the pinner's writes are lost).
+    pub collapse_skip_refcount_check: bool,
 }
 
 /// The paravirtual TLB-flush backend (`pv_ops.mmu.flush_tlb_multi`).
@@ -649,6 +657,18 @@ impl Scenario {
             return Err(Error::Config(format!(
                 "workload.populate_stride is a key of khugepaged_collapse only, not of {}",
                 w.name
+            )));
+        }
+        if w.pin_ios != 0 && w.name != "khugepaged_collapse" && w.name != "collapse_race" {
+            return Err(Error::Config(format!(
+                "workload.pin_ios is a key of khugepaged_collapse and collapse_race only, not of {}",
+                w.name
+            )));
+        }
+        if w.pin_ios > 1_000_000 {
+            return Err(Error::Range(format!(
+                "workload.pin_ios = {} (allowed 0..=1000000)",
+                w.pin_ios
             )));
         }
         if !(1..=512).contains(&w.populate_stride) {
@@ -955,6 +975,11 @@ impl Scenario {
                 "inject.gup_fast_publish_late",
                 "true | false",
                 "BUG (with mm.targeted_table_sync): GUP-fast publishes its walk after reading the PMD",
+            ),
+            (
+                "inject.collapse_skip_refcount_check",
+                "true | false",
+                "BUG: __collapse_huge_page_isolate collapses pages a GUP pin still holds",
             ),
         ]
     }

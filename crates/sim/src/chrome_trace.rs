@@ -302,6 +302,7 @@ fn kernel_name(l: &Label) -> &'static str {
         Label::TableSync { .. } => "tlb_remove_table_sync_one",
         Label::TableSyncMm { .. } => "tlb_remove_table_sync_mm",
         Label::CollapseInstall { .. } => "collapse_huge_page",
+        Label::CollapseFailed { .. } => "collapse_huge_page (failed)",
         Label::Invlpgb { .. } => "INVLPGB+TLBSYNC",
         Label::UseGlobalAsid { .. } => "use_global_asid",
         Label::CsdLockWait { .. } => "csd_lock",

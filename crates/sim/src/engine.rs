@@ -10,6 +10,10 @@ use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+/// The op a sleep's timer starts: none (`Effects::sleep`, or a
+/// `ClockNanosleep` that only paces).
+const NO_OP: u16 = kernel::user::NO_OP;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
     /// Run the CPU's next step (or take an arrived IRQ).
@@ -375,7 +379,9 @@ impl Sim {
                         if due == self.now {
                             self.timer[c] = None;
                             // The latency clock starts at expiry, not delivery.
-                            self.op_begin.insert((t, op), due);
+                            if op != NO_OP {
+                                self.op_begin.insert((t, op), due);
+                            }
                             self.timer_due[c] = true;
                             let at = self.now.max(self.busy_until[c]);
                             self.schedule(ev.cpu, at);
@@ -549,6 +555,12 @@ impl Sim {
         for &(tc, task, op, due) in &fx.timers {
             self.timer[tc as usize] = Some((task, op, due));
             self.push(due.max(now), tc, Kind::Timer);
+        }
+        for &(tc, task, cost, n) in &fx.sleeps {
+            // An I/O wait: the wake-up starts no measured op.
+            let due = now + self.ps[cost as usize] * n as u64 / PS;
+            self.timer[tc as usize] = Some((task, NO_OP, due));
+            self.push(due, tc, Kind::Timer);
         }
         self.trace_labels(cpu, &fx);
         if self.on_step.is_some() {

@@ -180,6 +180,16 @@ impl Report {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
+        arch.insert("gup_pins".into(), c.gup_pins);
+        arch.insert("madv_collapse_eagain".into(), c.madv_collapse_eagain);
+        arch.insert("collapse_pmd_restored".into(), c.collapse_pmd_restored);
+        arch.insert("vma_lock_success".into(), c.vma_lock_success);
+        arch.insert("vma_lock_fallback".into(), c.vma_lock_fallback);
+        // /sys/kernel/mm/transparent_hugepage/khugepaged-like: collapse
+        // failures by the mm_collapse_huge_page tracepoint's status.
+        for (i, r) in kernel::mm::khugepaged::ScanResult::ALL.iter().enumerate() {
+            arch.insert(format!("collapse_fail_{}", r.name()), c.collapse_fail[i]);
+        }
         if c.table_sync_targeted > 0 {
             // Seed (b) step 2 only: reports without it stay as they were.
             arch.insert("table_sync_targeted".into(), c.table_sync_targeted);

@@ -6,7 +6,8 @@
 //!                         CPU1..=threads: threads of the same process doing
 //!                         GUP-fast of 16-page buffers across the region;
 //!                         every other CPU idle.
-//!   collapse_race:        CPU0 loops { fault in 2 MiB; MADV_COLLAPSE it;
+//!   collapse_race:        CPU0 loops { fault in 2 MiB; MADV_COLLAPSE it
+//!                         (again while it fails with EAGAIN: a GUP pin);
 //!                         MADV_DONTNEED it } while CPU1..=threads GUP-fast
 //!                         the same 2 MiB: a stress test for the lockless walker.
 //! ```
@@ -19,7 +20,7 @@ use machine::{Cost, Error, Scenario, HPAGE_SIZE, PAGE_SIZE};
 pub const COLLAPSE: WorkloadInfo = WorkloadInfo {
     name: "khugepaged_collapse",
     about: "MADV_COLLAPSE over a populated region, one collapse_huge_page per 2 MiB; optional GUP-fast threads (seed skip-redundant-sync-ipis)",
-    keys: "size = region collapsed (multiple of 2MiB, e.g. 20GiB); threads = extra threads doing GUP-fast (0 = the seed's setup); populate_stride = fault in every Nth page before collapsing (1 = all); iterations unused",
+    keys: "size = region collapsed (multiple of 2MiB, e.g. 20GiB); threads = extra threads doing GUP-fast (0 = the seed's setup); populate_stride = fault in every Nth page before collapsing (1 = all); pin_ios = direct_io latencies each GUP-fast pin is held (0 = unpinned in the next step); period_us = one GUP-fast call per period (0 = back to back); iterations unused",
     build: build_collapse,
     needs,
 };
@@ -27,7 +28,7 @@ pub const COLLAPSE: WorkloadInfo = WorkloadInfo {
 pub const RACE: WorkloadInfo = WorkloadInfo {
     name: "collapse_race",
     about: "loop: fault in 2 MiB, MADV_COLLAPSE it, MADV_DONTNEED it, while other threads GUP-fast the same range",
-    keys: "threads = GUP-fast threads; size = region (2MiB); iterations = collapse cycles",
+    keys: "threads = GUP-fast threads; size = region (2MiB); iterations = collapse cycles; pin_ios = direct_io latencies each GUP-fast pin is held (0 = unpinned in the next step); period_us = one GUP-fast call per period (0 = back to back)",
     build: build_race,
     needs,
 };
@@ -67,35 +68,49 @@ fn check(s: &Scenario) -> Result<(), Error> {
 }
 
 /// Threads 1..=`workload.threads` of `mm`, each on its own CPU, doing
-/// GUP-fast of 16-page buffers at windows moving across the region.
+/// GUP-fast (FOLL_PIN) of 16-page buffers at windows moving across the
+/// region, holding the pins for `workload.pin_ios` I/Os before unpinning.
 pub fn gup_threads(s: &Scenario, w: &mut World, mm: kernel::MmId) {
     let span = (s.workload.size.0 / PAGE_SIZE).min(u32::MAX as u64) as u32;
     for i in 1..=s.workload.threads {
-        w.spawn(
-            mm,
-            i as u16,
-            vec![
-                UserOp::Charge {
-                    cost: Cost::TaskCreate,
-                    n: i,
-                },
-                UserOp::GupFast {
-                    base: MAP_BASE,
-                    span,
-                    pages: GUP_PAGES,
-                    stride: GUP_STRIDE + i,
-                },
-                UserOp::Charge {
-                    cost: Cost::UserLoop,
-                    n: GUP_THINK,
-                },
-                UserOp::Loop {
-                    to: 1,
-                    times: u64::MAX,
-                },
-            ],
-            false,
-        );
+        let mut prog = vec![
+            UserOp::Charge {
+                cost: Cost::TaskCreate,
+                n: i,
+            },
+            UserOp::GupFast {
+                base: MAP_BASE,
+                span,
+                pages: GUP_PAGES,
+                stride: GUP_STRIDE + i,
+            },
+        ];
+        if s.workload.pin_ios > 0 {
+            // The I/O into the pinned buffer: the thread sleeps.
+            prog.push(UserOp::IoWait {
+                cost: Cost::DirectIo,
+                n: s.workload.pin_ios,
+            });
+        }
+        prog.push(UserOp::UnpinUserPages);
+        if s.workload.period_us > 0 {
+            // One read per period: sleep until the next one is due.
+            prog.push(UserOp::ClockNanosleep {
+                period_ns: (s.workload.period_us * 1000).min(u32::MAX as u64) as u32,
+                op: kernel::user::NO_OP,
+            });
+        }
+        prog.extend([
+            UserOp::Charge {
+                cost: Cost::UserLoop,
+                n: GUP_THINK,
+            },
+            UserOp::Loop {
+                to: 1,
+                times: u64::MAX,
+            },
+        ]);
+        w.spawn(mm, i as u16, prog, false);
     }
 }
 
@@ -147,6 +162,9 @@ fn build_race(s: &Scenario, w: &mut World) -> Result<(), Error> {
             start: MAP_BASE,
             len: size,
         },
+        // MADV_COLLAPSE fails with EAGAIN while a GUP pin is held: retry
+        // (op 3: after measured_loop's Charge and OpBegin, and the touch).
+        UserOp::RetryOnEagain { to: 3 },
         UserOp::MadviseDontneed {
             start: MAP_BASE,
             len: size,

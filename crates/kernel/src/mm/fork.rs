@@ -47,9 +47,22 @@ impl Fork {
         }
     }
 
+    /// Can the next step run: at entry `mmap_write_lock(oldmm)` and each
+    /// VMA's `vma_start_write` must be free; afterwards this task holds them.
+    pub fn can_run(&self, w: &World, task: TaskId) -> bool {
+        let mm = w.tasks[task as usize].mm;
+        self.pc != Pc::Enter
+            || (crate::mm::mmap_lock::mmap_write_lock_free(w, mm, task)
+                && crate::mm::mmap_lock::vma_start_write_free(w, mm, 0, u64::MAX))
+    }
+
     /// kernel/fork.c: `dup_mmap`.
     pub fn step(&mut self, w: &mut World, _cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
         let mm = w.tasks[task as usize].mm;
+        if !self.can_run(w, task) {
+            // dup_mmap's mmap_write_lock(oldmm) sleeps.
+            return Flow::Block;
+        }
         match self.pc {
             Pc::Enter => {
                 fx.cost(Cost::SyscallEntryExit, 1);
@@ -62,8 +75,16 @@ impl Fork {
                         return Flow::Return;
                     }
                 };
-                w.mms[mm as usize].mmap_lock_writer = Some(task);
+                // dup_mmap: mmap_write_lock(oldmm), vma_start_write(mpnt)
+                // of each VMA it copies (all at once here).
+                crate::mm::mmap_lock::mmap_write_lock(w, mm, task, fx);
+                crate::mm::mmap_lock::vma_start_write(w, mm, 0, u64::MAX, fx);
                 w.mms[child as usize].vmas = w.mms[mm as usize].vmas.clone();
+                for v in &mut w.mms[child as usize].vmas {
+                    // vm_area_dup: the copy starts unlocked.
+                    v.vm_write_locked = false;
+                    v.vm_readers = 0;
+                }
                 w.counters.forks += 1;
                 fx.label(Label::Fork { parent: mm, child });
                 self.child_mm = child;

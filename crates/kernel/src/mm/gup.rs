@@ -9,6 +9,12 @@
 //! inside this walk cannot do. Without that wait, a walker that read a PTE
 //! just before the PMD was cleared can grab a folio that was freed since.
 //!
+//! Every walk here is `pin_user_pages_fast` (FOLL_PIN, as `O_DIRECT` uses):
+//! a page the re-check accepts keeps `GUP_PIN_COUNTING_BIAS` references
+//! (1 on a huge folio) in the task's `pins` until [`unpin_user_pages`]. A
+//! pinned page's refcount exceeds its mapcount, which is what makes
+//! `collapse_huge_page` fail with `SCAN_PAGE_COUNT` (mm/khugepaged.c).
+//!
 //! Seed (b) step 2 (`mm.targeted_table_sync`, the v4 design): on entry the
 //! walk publishes its mm in `per_cpu(active_lockless_pt_walk_mm)`, then
 //! `smp_mb()`, then reads the PMD; on exit it clears the variable. The sync
@@ -170,7 +176,7 @@ impl GupFast {
                     w.counters.gup_fast_backoff += 1;
                     return self.finish(w, cpu, fx);
                 }
-                completed(w, cpu, va, pfn, gen);
+                completed(w, cpu, task, va, pfn, gen, 1);
                 let left = ((HPAGE_SIZE - (va % HPAGE_SIZE)) / PAGE_SIZE) as u32;
                 self.done = self.pages.min(self.done + left);
                 self.huge = false;
@@ -191,7 +197,7 @@ impl GupFast {
                 let pte_now = w.mem.read(self.table, table_index(va, 1));
                 let backoff = pmd_now != self.pmd || pte_now != Some(e);
                 if !backoff {
-                    completed(w, cpu, va, pfn, gen);
+                    completed(w, cpu, task, va, pfn, gen, GUP_PIN_COUNTING_BIAS);
                 }
                 fx.label(Label::GupFastPte {
                     va,
@@ -281,10 +287,18 @@ fn read_pmd_entry(w: &World, cpu: CpuId, table: Pfn, va: u64, fx: &mut Effects) 
     }
 }
 
+/// include/linux/mm.h: `GUP_PIN_COUNTING_BIAS`: what one FOLL_PIN adds to
+/// a small folio's refcount (a large folio gets 1 and `_pincount` + 1).
+pub const GUP_PIN_COUNTING_BIAS: u16 = 1024;
+
 /// A page the walk returns must still be the folio its entry named when
 /// read (invariant 1). Grabbing a freed folio and then backing out on the
 /// re-check is fine: that is how GUP-fast's speculative reference works.
-fn completed(w: &mut World, cpu: CpuId, va: u64, pfn: Pfn, gen: u32) {
+/// The reference `try_grab_folio_fast` took (FOLL_PIN: `refs` =
+/// `GUP_PIN_COUNTING_BIAS`, or 1 on a large folio) stays with the caller
+/// until it unpins (`unpin_user_pages`).
+#[allow(clippy::too_many_arguments)]
+fn completed(w: &mut World, cpu: CpuId, task: TaskId, va: u64, pfn: Pfn, gen: u32, refs: u16) {
     if w.mem.gen(pfn) != gen || w.mem.usage(pfn) != FrameUse::Anon {
         w.violation(
             1,
@@ -292,6 +306,21 @@ fn completed(w: &mut World, cpu: CpuId, va: u64, pfn: Pfn, gen: u32) {
             va,
             format!("GUP-fast on CPU{cpu} returned frame {pfn} for {va:#x}, freed since its entry was read"),
         );
+        return;
+    }
+    w.mem.gup_get(pfn, refs);
+    w.tasks[task as usize].pins.push((pfn, refs));
+    w.counters.gup_pins += 1;
+}
+
+/// mm/gup.c: `unpin_user_pages_dirty_lock` → `gup_put_folio` for each page
+/// the task pinned: a page no mapping holds any more is freed now.
+pub fn unpin_user_pages(w: &mut World, task: TaskId, fx: &mut Effects) {
+    let pins = std::mem::take(&mut w.tasks[task as usize].pins);
+    // One atomic subtraction on each folio's refcount.
+    fx.cost(Cost::AtomicOp, pins.len() as u32);
+    for (pfn, refs) in pins {
+        w.mem.gup_put(pfn, refs);
     }
 }
 

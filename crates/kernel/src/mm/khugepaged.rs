@@ -1,16 +1,23 @@
 //! mm/khugepaged.c: collapsing 512 small pages into one PMD-mapped huge page
-//! (`MADV_COLLAPSE` and khugepaged), in the kernel's order:
+//! (`MADV_COLLAPSE` and khugepaged), in the kernel's order (read in
+//! torvalds/linux 00f58104202c):
 //!
 //! ```text
-//!  mmap_write_lock → alloc + revalidate → pmdp_collapse_flush (PMD cleared,
-//!  2 MiB range flushed by the architecture) → tlb_remove_table_sync_one()
-//!  (seed b step 2: tlb_remove_table_sync_mm(mm))
-//!  → copy the 512 pages, release them → set the huge PMD → deposit the
-//!  old PTE table → mmap_write_unlock
+//!  mmap_read_lock → hpage_collapse_scan_pmd (is_refcount_suitable:
+//!  SCAN_PAGE_COUNT) → mmap_read_unlock → alloc_charge_folio
+//!  → mmap_write_lock → revalidate → vma_start_write → anon_vma_lock_write
+//!  → pmdp_collapse_flush (PMD cleared, 2 MiB range flushed by the
+//!    architecture: arch::pmdp_collapse_flush)
+//!  → tlb_remove_table_sync_one() (seed b step 2: tlb_remove_table_sync_mm)
+//!  → __collapse_huge_page_isolate (refcounts again: a GUP-fast pin taken
+//!    since the scan fails it: pmd_populate puts the old table back,
+//!    anon_vma_unlock_write, out_up_write, the new folio is put)
+//!  → anon_vma_unlock_write → copy the 512 pages, release them
+//!  → set the huge PMD → deposit the old PTE table → mmap_write_unlock
 //! ```
 //! The sync is what keeps GUP-fast (which takes no lock) from reading the
-//! old PTE table after it has been deposited.
-
+//! old PTE table after it has been deposited; after it no walker can pin a
+//! page of the range any more, so the isolate's refcounts are final.
 use crate::effects::{Effects, Label, Stat};
 use crate::hw::memory_model::{self as mo, Loc};
 use crate::mm::gup::read_pmd;
@@ -18,7 +25,52 @@ use crate::mm::mmu_gather::tlb_remove_table_sync;
 use crate::world::{Flow, Frame, World};
 use crate::TaskId;
 use machine::mem::{pte, table_index, FrameUse};
-use machine::{Cost, CpuId, Pfn, HPAGE_SIZE, PTRS_PER_TABLE};
+use machine::{Cost, CpuId, Pfn, HPAGE_SIZE, PAGE_SIZE, PTRS_PER_TABLE};
+
+/// `enum scan_result` (mm/khugepaged.c) values the model produces, with
+/// the names the `mm_collapse_huge_page` tracepoint prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScanResult {
+    /// `SCAN_PMD_NULL`: no PTE table to collapse (or it went away).
+    PmdNull,
+    /// `SCAN_PAGE_COUNT`: a page's refcount is above its mapcount (a GUP pin).
+    PageCount,
+    /// `SCAN_ALLOC_HUGE_PAGE_FAIL`.
+    AllocHugePageFail,
+}
+
+impl ScanResult {
+    pub const ALL: [ScanResult; 3] = [
+        ScanResult::PmdNull,
+        ScanResult::PageCount,
+        ScanResult::AllocHugePageFail,
+    ];
+    /// include/trace/events/huge_memory.h `SCAN_STATUS` names.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScanResult::PmdNull => "pmd_null",
+            ScanResult::PageCount => "page_count",
+            ScanResult::AllocHugePageFail => "alloc_huge_page_failed",
+        }
+    }
+}
+
+/// `-EAGAIN`.
+pub const EAGAIN: i32 = 11;
+/// `-ENOMEM`.
+pub const ENOMEM: i32 = 12;
+/// `-EINVAL`.
+pub const EINVAL: i32 = 22;
+
+/// mm/khugepaged.c: `madvise_collapse_errno`.
+pub fn madvise_collapse_errno(r: ScanResult) -> i32 {
+    match r {
+        ScanResult::AllocHugePageFail => -ENOMEM,
+        // Resource temporarily unavailable: trying again might succeed.
+        ScanResult::PageCount => -EAGAIN,
+        ScanResult::PmdNull => -EINVAL,
+    }
+}
 
 /// `madvise(start, len, MADV_COLLAPSE)` in progress (mm/khugepaged.c: `madvise_collapse`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -26,6 +78,9 @@ pub struct MadviseCollapse {
     pub next: u64,
     pub end: u64,
     pub entered: bool,
+    /// PMD ranges collapsed (or already huge), and the last failure.
+    pub thps: u32,
+    pub last_fail: Option<ScanResult>,
 }
 
 impl MadviseCollapse {
@@ -34,11 +89,16 @@ impl MadviseCollapse {
             next: start & !(HPAGE_SIZE - 1),
             end: start + len,
             entered: false,
+            thps: 0,
+            last_fail: None,
         }
     }
 
-    /// mm/khugepaged.c: `madvise_collapse`: `collapse_huge_page` for each PMD range.
-    pub fn step(&mut self, _w: &mut World, _cpu: CpuId, _task: TaskId, fx: &mut Effects) -> Flow {
+    /// mm/khugepaged.c: `madvise_collapse`: `collapse_huge_page` for each
+    /// PMD range; a whitelisted failure (`SCAN_PMD_NULL`, `SCAN_PAGE_COUNT`)
+    /// goes on with the next range, any other stops. Returns 0 if every
+    /// range is huge now, else `madvise_collapse_errno(last_fail)`.
+    pub fn step(&mut self, w: &mut World, _cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
         if !self.entered {
             self.entered = true;
             fx.cost(Cost::SyscallEntryExit, 1);
@@ -46,7 +106,14 @@ impl MadviseCollapse {
                 nr: "madvise(MADV_COLLAPSE)",
             });
         }
-        if self.next >= self.end {
+        let stop = self.last_fail == Some(ScanResult::AllocHugePageFail);
+        if self.next >= self.end || stop {
+            // thps == nr_ranges ? 0 : madvise_collapse_errno(last_fail)
+            let ret = self.last_fail.map_or(0, madvise_collapse_errno);
+            if ret == -EAGAIN {
+                w.counters.madv_collapse_eagain += 1;
+            }
+            w.tasks[task as usize].us.ret = ret;
             return Flow::Return;
         }
         let addr = self.next;
@@ -55,14 +122,35 @@ impl MadviseCollapse {
     }
 }
 
+/// Hand `collapse_huge_page`'s result to the `madvise_collapse` that called
+/// it (the frame under the running one on the task's stack).
+fn collapse_result(w: &mut World, task: TaskId, r: Result<(), ScanResult>) {
+    if let Err(e) = r {
+        w.counters.collapse_fail[ScanResult::ALL.iter().position(|&x| x == e).unwrap_or(0)] += 1;
+    }
+    if let Some(Frame::MadviseCollapse(m)) = w.tasks[task as usize].kstack.last_mut() {
+        match r {
+            Ok(()) => m.thps += 1,
+            Err(e) => m.last_fail = Some(e),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Pc {
-    /// `mmap_write_lock`, `alloc_charge_folio`, `hugepage_vma_revalidate`.
+    /// `mmap_read_lock`, `hpage_collapse_scan_pmd`, `mmap_read_unlock`,
+    /// `alloc_charge_folio`.
+    Scan,
+    /// `mmap_write_lock`, `hugepage_vma_revalidate`, `check_pmd_still_valid`.
     Lock,
+    /// `vma_start_write` (waits for the VMA's readers), `anon_vma_lock_write`.
+    VmaStartWrite,
     /// `pmdp_collapse_flush`.
     Flush,
     /// `tlb_remove_table_sync_one` (step 2: `tlb_remove_table_sync_mm`).
     Sync,
+    /// `__collapse_huge_page_isolate`, `anon_vma_unlock_write`.
+    Isolate,
     /// `__collapse_huge_page_copy`.
     Copy,
     /// `set_pmd_at`, `pgtable_trans_huge_deposit`, `mmap_write_unlock`.
@@ -76,46 +164,61 @@ pub struct CollapseHugePage {
     pub pc: Pc,
     pub hpage: Pfn,
     pub table: Pfn,
+    /// The PMD `pmdp_collapse_flush` cleared (`_pmd`), for `pmd_populate`.
+    pub orig_pmd: u64,
 }
 
 impl CollapseHugePage {
     pub fn new(addr: u64) -> Self {
         CollapseHugePage {
             addr,
-            pc: Pc::Lock,
+            pc: Pc::Scan,
             hpage: 0,
             table: 0,
+            orig_pmd: 0,
         }
     }
 
-    /// mm/khugepaged.c: `collapse_huge_page`.
-    pub fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
+    /// Can the next step run: `mmap_read_lock` for the scan,
+    /// `mmap_write_lock`, then `vma_start_write` (no VMA readers).
+    pub fn can_run(&self, w: &World, task: TaskId) -> bool {
         let mm = w.tasks[task as usize].mm;
         match self.pc {
+            Pc::Scan => mmap_read_lock_free(w, mm),
+            Pc::Lock => mmap_write_lock_free(w, mm, task),
+            Pc::VmaStartWrite => vma_start_write_free(w, mm, self.addr, self.addr + HPAGE_SIZE),
+            _ => true,
+        }
+    }
+
+    /// mm/khugepaged.c: `collapse_huge_page` (entered from `hpage_collapse_scan_pmd`).
+    pub fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
+        let mm = w.tasks[task as usize].mm;
+        if !self.can_run(w, task) {
+            // mmap_read_lock / mmap_write_lock / vma_start_write sleep.
+            return Flow::Block;
+        }
+        match self.pc {
+            Pc::Scan => self.hpage_collapse_scan_pmd(w, task, fx),
             Pc::Lock => {
-                w.mms[mm as usize].mmap_lock_writer = Some(task);
-                let op = w.op_id("collapse_huge_page");
-                fx.stat(Stat::OpBegin(task, op));
-                fx.cost(Cost::CollapseSetup, 1);
-                let table = match read_pmd(w, mm, self.addr) {
-                    Some((_, pmd)) if pte::present(pmd) && !pte::huge(pmd) => pte::pfn(pmd),
-                    _ => {
-                        // SCAN_PMD_NULL / already huge: nothing to collapse.
-                        mmap_write_unlock(w, mm, fx);
-                        fx.stat(Stat::OpEnd(task, op));
-                        return Flow::Return;
-                    }
-                };
-                match w.mem.alloc(FrameUse::Anon) {
-                    Ok(h) => self.hpage = h,
-                    Err(_) => {
-                        mmap_write_unlock(w, mm, fx);
-                        fx.stat(Stat::OpEnd(task, op));
-                        return Flow::Return;
-                    }
+                mmap_write_lock(w, mm, task, fx);
+                // hugepage_vma_revalidate + check_pmd_still_valid: the PMD
+                // still points to the table the scan saw.
+                let still = read_pmd(w, mm, self.addr).is_some_and(|(_, pmd)| {
+                    pte::present(pmd) && !pte::huge(pmd) && pte::pfn(pmd) == self.table
+                });
+                if !still {
+                    return self.out_up_write(w, task, ScanResult::PmdNull, false, fx);
                 }
-                self.table = table;
-                self.pc = Pc::Flush;
+                self.pc = Pc::VmaStartWrite;
+                if !self.can_run(w, task) {
+                    return Flow::Block;
+                }
+                self.vma_start_write(w, mm, fx);
+                Flow::Yield
+            }
+            Pc::VmaStartWrite => {
+                self.vma_start_write(w, mm, fx);
                 Flow::Yield
             }
             Pc::Flush => {
@@ -123,7 +226,8 @@ impl CollapseHugePage {
                 // architecture's flush of the 2 MiB (arch::pmdp_collapse_flush).
                 // A 6.1.192 x86 guest shows x86's: lazy CPUs of the
                 // collapsing mm take one TLB IPI each.
-                let (pmd_table, _) = read_pmd(w, mm, self.addr).expect("PMD level exists");
+                let (pmd_table, pmd) = read_pmd(w, mm, self.addr).expect("PMD level exists");
+                self.orig_pmd = pmd;
                 set_pmd(w, cpu, pmd_table, self.addr, 0, fx);
                 fx.label(Label::PmdpCollapseFlush {
                     va: self.addr,
@@ -133,20 +237,12 @@ impl CollapseHugePage {
                 crate::arch::pmdp_collapse_flush(w, cpu, mm, self.addr, fx)
             }
             Pc::Sync => {
-                self.pc = Pc::Copy;
+                self.pc = Pc::Isolate;
                 tlb_remove_table_sync(w, cpu, mm, fx)
             }
+            Pc::Isolate => self.isolate(w, cpu, task, fx),
             Pc::Copy => {
-                let mut n = 0;
-                for i in 0..PTRS_PER_TABLE {
-                    let e = w.mem.read(self.table, i).unwrap_or(0);
-                    if pte::present(e) {
-                        w.mem.write(self.table, i, 0);
-                        w.mem.free(pte::pfn(e));
-                        n += 1;
-                    }
-                }
-                fx.cost(Cost::CollapseCopyPage, n);
+                self.copy(w, cpu, fx);
                 self.pc = Pc::Install;
                 Flow::Yield
             }
@@ -175,13 +271,186 @@ impl CollapseHugePage {
                 mmap_write_unlock(w, mm, fx);
                 let op = w.op_id("collapse_huge_page");
                 fx.stat(Stat::OpEnd(task, op));
+                collapse_result(w, task, Ok(()));
                 Flow::Return
             }
         }
     }
+
+    /// mm/khugepaged.c: `hpage_collapse_scan_pmd` under `mmap_read_lock`
+    /// (`find_pmd_or_thp_or_none`, `is_refcount_suitable` per present
+    /// page), then `collapse_huge_page`'s `mmap_read_unlock` and
+    /// `alloc_charge_folio`; straight on to `mmap_write_lock` when it is free.
+    fn hpage_collapse_scan_pmd(&mut self, w: &mut World, task: TaskId, fx: &mut Effects) -> Flow {
+        let mm = w.tasks[task as usize].mm;
+        let op = w.op_id("collapse_huge_page");
+        fx.stat(Stat::OpBegin(task, op));
+        mmap_read_lock(w, mm, fx);
+        let pmd = read_pmd(w, mm, self.addr).map_or(0, |(_, p)| p);
+        let scan = if !pte::present(pmd) {
+            Err(ScanResult::PmdNull)
+        } else if pte::huge(pmd) {
+            // SCAN_PMD_MAPPED: already huge; madvise_collapse counts it done.
+            mmap_read_unlock(w, mm, fx);
+            fx.cost(Cost::CollapseSetup, 1);
+            fx.stat(Stat::OpEnd(task, op));
+            collapse_result(w, task, Ok(()));
+            return Flow::Return;
+        } else {
+            self.table = pte::pfn(pmd);
+            match first_pinned(w, self.table) {
+                Some(_) => Err(ScanResult::PageCount),
+                None => Ok(()),
+            }
+        };
+        mmap_read_unlock(w, mm, fx);
+        // A scan stopped by a pin costs the walk; any other attempt the
+        // set-up the calibration fitted (scan, allocation, locks).
+        if scan == Err(ScanResult::PageCount) {
+            fx.cost(Cost::CollapseScan, 1);
+        } else {
+            fx.cost(Cost::CollapseSetup, 1);
+        }
+        let alloc = scan.and_then(|()| {
+            w.mem
+                .alloc(FrameUse::Anon)
+                .map_err(|_| ScanResult::AllocHugePageFail)
+        });
+        match alloc {
+            Ok(h) => self.hpage = h,
+            Err(r) => {
+                fx.label(Label::CollapseFailed {
+                    va: self.addr,
+                    status: r.name(),
+                    restored: false,
+                });
+                fx.stat(Stat::OpEnd(task, op));
+                collapse_result(w, task, Err(r));
+                return Flow::Return;
+            }
+        }
+        self.pc = Pc::Lock;
+        if !mmap_write_lock_free(w, mm, task) {
+            return Flow::Block;
+        }
+        Flow::Continue
+    }
+
+    /// include/linux/mmap_lock.h `vma_start_write`, then
+    /// `anon_vma_lock_write(vma->anon_vma)`.
+    fn vma_start_write(&mut self, w: &mut World, mm: crate::MmId, fx: &mut Effects) {
+        vma_start_write(w, mm, self.addr, self.addr + HPAGE_SIZE, fx);
+        set_anon_vma_locked(w, mm, self.addr, true);
+        self.pc = Pc::Flush;
+    }
+
+    /// mm/khugepaged.c: `__collapse_huge_page_isolate` after the sync: every
+    /// page's refcount must equal its mapcount (`is_refcount_suitable`);
+    /// else the PMD is put back (`pmd_populate(mm, pmd, pmd_pgtable(_pmd))`).
+    fn isolate(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
+        let mm = w.tasks[task as usize].mm;
+        set_anon_vma_locked(w, mm, self.addr, false);
+        if first_pinned(w, self.table).is_some() {
+            let (pmd_table, _) = read_pmd(w, mm, self.addr).expect("PMD level exists");
+            set_pmd(w, cpu, pmd_table, self.addr, self.orig_pmd, fx);
+            w.counters.collapse_pmd_restored += 1;
+            return self.out_up_write(w, task, ScanResult::PageCount, true, fx);
+        }
+        self.pc = Pc::Copy;
+        Flow::Continue
+    }
+
+    /// `__collapse_huge_page_copy` → `__collapse_huge_page_copy_succeeded`:
+    /// clear each PTE, `folio_remove_rmap_pte`, `free_folio_and_swap_cache`
+    /// (a `folio_put`: a page still pinned survives it, without its data).
+    fn copy(&mut self, w: &mut World, cpu: CpuId, fx: &mut Effects) {
+        let mut n = 0;
+        for i in 0..PTRS_PER_TABLE {
+            let e = w.mem.read(self.table, i).unwrap_or(0);
+            if pte::present(e) {
+                let pfn = pte::pfn(e);
+                check_not_pinned(w, cpu, self.addr + (i as u64) * PAGE_SIZE, pfn);
+                w.mem.write(self.table, i, 0);
+                w.mem.put_page(pfn);
+                n += 1;
+            }
+        }
+        fx.cost(Cost::CollapseCopyPage, n);
+    }
+
+    /// `out_up_write`: `mmap_write_unlock`, then `out_nolock`'s
+    /// `folio_put` of the new huge folio; the tracepoint's status.
+    fn out_up_write(
+        &mut self,
+        w: &mut World,
+        task: TaskId,
+        r: ScanResult,
+        restored: bool,
+        fx: &mut Effects,
+    ) -> Flow {
+        let mm = w.tasks[task as usize].mm;
+        mmap_write_unlock(w, mm, fx);
+        w.mem.free(self.hpage);
+        fx.label(Label::CollapseFailed {
+            va: self.addr,
+            status: r.name(),
+            restored,
+        });
+        let op = w.op_id("collapse_huge_page");
+        fx.stat(Stat::OpEnd(task, op));
+        collapse_result(w, task, Err(r));
+        Flow::Return
+    }
 }
 
-use crate::mm::mmap::mmap_write_unlock;
+/// `is_refcount_suitable` over the present pages of PTE table `table`: the
+/// first page whose `folio_ref_count` exceeds its mapcount (a GUP
+/// reference). `inject.collapse_skip_refcount_check` finds none.
+fn first_pinned(w: &World, table: Pfn) -> Option<Pfn> {
+    if w.cfg.inject.collapse_skip_refcount_check {
+        return None;
+    }
+    (0..PTRS_PER_TABLE).find_map(|i| {
+        let e = w.mem.read(table, i).unwrap_or(0);
+        let pfn = pte::pfn(e);
+        (pte::present(e) && w.mem.ref_count(pfn) != w.mem.refs(pfn) as u32).then_some(pfn)
+    })
+}
+
+/// Invariant 9: a collapse never releases a page a GUP pin still holds:
+/// the pinner (an `O_DIRECT` read) writes it after the copy, and the data
+/// never reaches the huge page now mapped at `va`.
+fn check_not_pinned(w: &mut World, cpu: CpuId, va: u64, pfn: Pfn) {
+    if w.mem.ref_count(pfn) != w.mem.refs(pfn) as u32 {
+        let holder = w
+            .tasks
+            .iter()
+            .find(|t| t.pins.iter().any(|&(p, _)| p == pfn))
+            .map_or(String::from("a task"), |t| format!("task {}", t.id));
+        w.violation(
+            9,
+            cpu,
+            va,
+            format!("collapse on CPU{cpu} copied and released frame {pfn} at {va:#x} while {holder} still pins it: the pinner's later writes are lost"),
+        );
+    }
+}
+
+/// `anon_vma_lock_write` / `anon_vma_unlock_write` of the VMA holding `addr`.
+fn set_anon_vma_locked(w: &mut World, mm: crate::MmId, addr: u64, locked: bool) {
+    if let Some(v) = w.mms[mm as usize]
+        .vmas
+        .iter_mut()
+        .find(|v| v.start <= addr && addr < v.end)
+    {
+        v.anon_vma_locked = locked;
+    }
+}
+
+use crate::mm::mmap_lock::{
+    mmap_read_lock, mmap_read_lock_free, mmap_read_unlock, mmap_write_lock, mmap_write_lock_free,
+    mmap_write_unlock, vma_start_write, vma_start_write_free,
+};
 
 /// Set the PMD of `addr` in `pmd_table`. With seed (b) step 2 the store
 /// goes through the checker's store buffer: whether a GUP-fast walker sees

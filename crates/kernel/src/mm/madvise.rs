@@ -1,7 +1,8 @@
 //! mm/madvise.c: `madvise(MADV_DONTNEED)`.
 
 use crate::effects::{Effects, Label};
-use crate::mm::memory::{unmap_page_range_details, ZapDetails};
+use crate::mm::memory::{unmap_page_range_details, FaultLock, ZapDetails};
+use crate::mm::mmap_lock::{lock_vma_under_rcu, mmap_read_lock, mmap_read_unlock, vma_end_read};
 use crate::mm::mmu_gather::{
     tlb_finish_mmu, tlb_finish_mmu_free, tlb_flush_mmu_free_task, tlb_flush_mmu_tlbonly,
     tlb_gather_mmu,
@@ -32,6 +33,8 @@ pub struct MadviseDontneed {
     pub start: u64,
     pub end: u64,
     pub pc: Pc,
+    /// `madvise_lock`'s choice (per-VMA read lock or `mmap_read_lock`).
+    pub lock: FaultLock,
 }
 
 impl MadviseDontneed {
@@ -40,12 +43,17 @@ impl MadviseDontneed {
             start,
             end: start + len,
             pc: Pc::Enter,
+            lock: FaultLock::None,
         }
     }
 
     /// mm/madvise.c: `madvise_dontneed_free` → mm/memory.c: `zap_page_range_single`.
     pub fn step(&mut self, w: &mut World, _cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
         let mm = w.tasks[task as usize].mm;
+        if !self.can_run(w, task) {
+            // madvise_lock sleeps in mmap_read_lock.
+            return Flow::Block;
+        }
         match self.pc {
             Pc::Enter => {
                 fx.cost(Cost::SyscallEntryExit, 1);
@@ -53,6 +61,7 @@ impl MadviseDontneed {
                 fx.label(Label::Syscall {
                     nr: "madvise(MADV_DONTNEED)",
                 });
+                self.lock = madvise_lock(w, mm, self.start, self.end, fx);
                 tlb_gather_mmu(w, task, mm, false);
                 self.pc = Pc::Zap(self.start);
                 Flow::Continue
@@ -80,6 +89,7 @@ impl MadviseDontneed {
             }
             Pc::Free => {
                 tlb_finish_mmu_free(w, task, fx);
+                madvise_unlock(w, mm, self.lock, fx);
                 Flow::Return
             }
             Pc::BatchFlush(next) => {
@@ -92,5 +102,56 @@ impl MadviseDontneed {
                 Flow::Yield
             }
         }
+    }
+}
+
+impl MadviseDontneed {
+    /// At entry: the VMA can be read-locked, or `mmap_read_lock` is free.
+    pub fn can_run(&self, w: &World, task: TaskId) -> bool {
+        if self.pc != Pc::Enter {
+            return true;
+        }
+        let mm = w.tasks[task as usize].mm;
+        let vma_ok = w.mms[mm as usize]
+            .vmas
+            .iter()
+            .any(|v| v.start <= self.start && self.end <= v.end && !v.vm_write_locked);
+        vma_ok || crate::mm::mmap_lock::mmap_read_lock_free(w, mm)
+    }
+}
+
+/// mm/madvise.c: `madvise_lock` → `try_vma_read_lock` (MADV_DONTNEED is
+/// `MADVISE_VMA_READ_LOCK` since 6.16): the VMA lock when the range lies in
+/// one VMA and no writer holds it, else `mmap_read_lock`.
+fn madvise_lock(
+    w: &mut World,
+    mm: crate::MmId,
+    start: u64,
+    end: u64,
+    fx: &mut Effects,
+) -> FaultLock {
+    if let Some(vstart) = lock_vma_under_rcu(w, mm, start, fx) {
+        let vend = w.mms[mm as usize]
+            .vmas
+            .iter()
+            .find(|v| v.start == vstart)
+            .map_or(0, |v| v.end);
+        if end <= vend {
+            w.counters.vma_lock_success += 1;
+            return FaultLock::Vma(vstart);
+        }
+        vma_end_read(w, mm, vstart, fx);
+    }
+    w.counters.vma_lock_fallback += 1;
+    mmap_read_lock(w, mm, fx);
+    FaultLock::MmapRead
+}
+
+/// mm/madvise.c: `madvise_unlock`.
+fn madvise_unlock(w: &mut World, mm: crate::MmId, lock: FaultLock, fx: &mut Effects) {
+    match lock {
+        FaultLock::Vma(start) => vma_end_read(w, mm, start, fx),
+        FaultLock::MmapRead => mmap_read_unlock(w, mm, fx),
+        FaultLock::None | FaultLock::WaitMmapRead => {}
     }
 }

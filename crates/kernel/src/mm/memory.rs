@@ -20,6 +20,22 @@ pub struct PageFault {
     /// `wp_page_copy` waits for its `ptep_clear_flush` before it drops the
     /// old page: the page to release then.
     pub release: Option<Pfn>,
+    /// The lock the fault holds.
+    pub lock: FaultLock,
+}
+
+/// Which lock a fault runs under (arch fault handlers: per-VMA lock first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FaultLock {
+    /// Not taken yet.
+    None,
+    /// `lock_vma_under_rcu` succeeded on the VMA starting here.
+    Vma(u64),
+    /// `lock_vma_under_rcu` failed; sleeping in `mmap_read_lock`.
+    WaitMmapRead,
+    /// The VMA was write-locked (or absent): `lock_mm_and_find_vma` →
+    /// `mmap_read_lock`.
+    MmapRead,
 }
 
 impl PageFault {
@@ -28,11 +44,62 @@ impl PageFault {
             va,
             write,
             release: None,
+            lock: FaultLock::None,
         }
     }
 
-    /// arch/*/mm/fault.c: `do_user_addr_fault` / `do_page_fault` → mm/memory.c: `handle_mm_fault`.
+    /// Can the fault go on: a fault that fell back to `mmap_read_lock`
+    /// sleeps while a writer holds it; any other can run.
+    pub fn can_run(&self, w: &World, task: TaskId) -> bool {
+        self.lock != FaultLock::WaitMmapRead
+            || crate::mm::mmap_lock::mmap_read_lock_free(w, w.tasks[task as usize].mm)
+    }
+
+    /// arch/x86/mm/fault.c `do_user_addr_fault` (arm64 `do_page_fault`,
+    /// RISC-V `handle_page_fault`): `lock_vma_under_rcu`, else
+    /// `lock_mm_and_find_vma` (`mmap_read_lock`); the lock is held until the
+    /// fault is handled.
     pub fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
+        let mm = w.tasks[task as usize].mm;
+        if self.lock == FaultLock::None {
+            self.lock = match crate::mm::mmap_lock::lock_vma_under_rcu(w, mm, self.va, fx) {
+                Some(start) => {
+                    w.counters.vma_lock_success += 1;
+                    FaultLock::Vma(start)
+                }
+                None => {
+                    w.counters.vma_lock_fallback += 1;
+                    FaultLock::WaitMmapRead
+                }
+            };
+        }
+        if self.lock == FaultLock::WaitMmapRead {
+            if !crate::mm::mmap_lock::mmap_read_lock_free(w, mm) {
+                return Flow::Block;
+            }
+            crate::mm::mmap_lock::mmap_read_lock(w, mm, fx);
+            self.lock = FaultLock::MmapRead;
+        }
+        let flow = self.handle_mm_fault(w, cpu, task, fx);
+        let exited = w.tasks[task as usize].state == crate::world::TaskState::Exited;
+        if matches!(flow, Flow::Return) || exited {
+            match std::mem::replace(&mut self.lock, FaultLock::None) {
+                FaultLock::Vma(start) => crate::mm::mmap_lock::vma_end_read(w, mm, start, fx),
+                FaultLock::MmapRead => crate::mm::mmap_lock::mmap_read_unlock(w, mm, fx),
+                FaultLock::None | FaultLock::WaitMmapRead => {}
+            }
+        }
+        flow
+    }
+
+    /// mm/memory.c: `handle_mm_fault`.
+    fn handle_mm_fault(
+        &mut self,
+        w: &mut World,
+        cpu: CpuId,
+        task: TaskId,
+        fx: &mut Effects,
+    ) -> Flow {
         if let Some(old) = self.release.take() {
             // wp_page_copy, after ptep_clear_flush: folio_put(old_folio).
             w.mem.put_page(old);

@@ -12,16 +12,11 @@ use crate::TaskId;
 use machine::mem::{pte, table_index};
 use machine::{Cost, CpuId, HPAGE_SIZE};
 
-/// include/linux/mmap_lock.h: `mmap_write_unlock`: wake every CPU running a
-/// task of `mm` (any of them may wait on the lock in a fault).
-pub fn mmap_write_unlock(w: &mut World, mm: crate::MmId, fx: &mut Effects) {
-    w.mms[mm as usize].mmap_lock_writer = None;
-    for c in &w.cpus {
-        if c.curr.is_some_and(|t| w.tasks[t as usize].mm == mm) {
-            fx.wake(c.id);
-        }
-    }
-}
+pub use crate::mm::mmap_lock::mmap_write_unlock;
+use crate::mm::mmap_lock::{
+    mmap_read_lock, mmap_read_lock_free, mmap_read_unlock, mmap_write_downgrade, mmap_write_lock,
+    mmap_write_lock_free, vma_start_write, vma_start_write_free,
+};
 
 /// 1 GiB: the range one PMD table maps (`PUD_SIZE`).
 pub const PUD_SIZE: u64 = 1 << PUD_SHIFT;
@@ -87,15 +82,44 @@ impl Munmap {
         }
     }
 
+    /// Can the next step run: `mmap_write_lock` and `vma_start_write` of the
+    /// VMAs in range at entry (`exit_mmap`: `mmap_read_lock`), the
+    /// hugetlbfs file's `i_mmap_lock_write` before zapping.
+    pub fn can_run(&self, w: &World, task: TaskId) -> bool {
+        let mm = w.tasks[task as usize].mm;
+        match self.pc {
+            Pc::Enter if self.fullmm => mmap_read_lock_free(w, mm),
+            Pc::Enter => {
+                mmap_write_lock_free(w, mm, task)
+                    && vma_start_write_free(w, mm, self.start, self.end)
+            }
+            Pc::Zap(_) if self.hugetlb => w.hugetlb_i_mmap_writer.is_none_or(|t| t == task),
+            _ => true,
+        }
+    }
+
     /// mm/vma.c: `do_vmi_align_munmap` → `vms_complete_munmap_vmas` → `unmap_region`.
     pub fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
         let mm = w.tasks[task as usize].mm;
+        if self.pc == Pc::Enter && !self.can_run(w, task) {
+            // mmap_write_lock / vma_start_write sleep.
+            return Flow::Block;
+        }
         match self.pc {
             Pc::Enter => {
                 fx.cost(Cost::SyscallEntryExit, 1);
                 fx.cost(Cost::MunmapFixed, 1);
                 fx.label(Label::Syscall { nr: "munmap" });
                 let (s, e) = (self.start, self.end);
+                if self.fullmm {
+                    // exit_mmap: mmap_read_lock around unmap_vmas (the
+                    // model keeps it through free_pgtables too).
+                    mmap_read_lock(w, mm, fx);
+                } else {
+                    // vms_gather_munmap_vmas: vma_start_write of each VMA.
+                    mmap_write_lock(w, mm, task, fx);
+                    vma_start_write(w, mm, s, e, fx);
+                }
                 let vmas = &mut w.mms[mm as usize].vmas;
                 let mut kept = Vec::with_capacity(vmas.len() + 1);
                 for v in vmas.drain(..) {
@@ -119,6 +143,11 @@ impl Munmap {
                 }
                 *vmas = kept;
                 self.vma_ends.sort_unstable();
+                if !self.fullmm {
+                    // vms_complete_munmap_vmas: mmap_write_downgrade, then
+                    // the page tables are zapped under the read lock.
+                    mmap_write_downgrade(w, mm, fx);
+                }
                 tlb_gather_mmu(w, task, mm, self.fullmm);
                 self.pc = Pc::Zap(self.start);
                 Flow::Continue
@@ -173,6 +202,7 @@ impl Munmap {
                     }
                 }
                 tlb_finish_mmu_free(w, task, fx);
+                mmap_read_unlock(w, mm, fx);
                 Flow::Return
             }
         }

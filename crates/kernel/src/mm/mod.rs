@@ -5,6 +5,7 @@ pub mod khugepaged;
 pub mod madvise;
 pub mod memory;
 pub mod mmap;
+pub mod mmap_lock;
 pub mod mmu_gather;
 pub mod vmalloc;
 pub mod vmscan;

@@ -1,0 +1,236 @@
+//! `mmap_lock` as a reader/writer semaphore with per-VMA locks (issue 15
+//! item 10; include/linux/mmap_lock.h, mm/mmap_lock.c): faults and
+//! `MADV_DONTNEED` take the VMA's read lock (`lock_vma_under_rcu`) and fall
+//! back to `mmap_read_lock`; munmap takes `mmap_write_lock`, write-locks
+//! its VMAs and downgrades; `collapse_huge_page` scans under
+//! `mmap_read_lock`, then takes `mmap_write_lock` and `vma_start_write`.
+//! Each test stops one CPU at a chosen program point and checks who may
+//! run. The old model took no lock in madvise or munmap, and its faults
+//! waited on any `mmap_lock` writer of the mm.
+
+use kernel::mm::khugepaged::{Pc, ScanResult, EINVAL};
+use kernel::user::UserOp;
+use kernel::world::{Frame, StepKind, TaskState};
+use kernel::{Effects, MmId, World};
+use machine::mem::pte;
+use machine::{CpuId, Scenario, HPAGE_SIZE, PAGE_SIZE};
+
+const P: u64 = 0x7f00_0000_0000;
+/// A second VMA, 4 MiB above the first.
+const Q: u64 = P + 2 * HPAGE_SIZE;
+
+/// CPU0 MADV_COLLAPSEs `[P, P + 2 MiB)` (populated but for its last
+/// page); CPU1 runs `other`. A second, empty VMA at `Q`.
+fn world(other: Vec<UserOp>) -> (World, MmId) {
+    let mut s = Scenario::default();
+    s.machine.cpus = 2;
+    let mut w = World::new(&s).unwrap();
+    let mm = w.mm_alloc().unwrap();
+    w.add_vma(mm, P, HPAGE_SIZE);
+    w.add_vma(mm, Q, HPAGE_SIZE);
+    kernel::mm::memory::populate_range(&mut w, mm, P, P + HPAGE_SIZE - PAGE_SIZE).unwrap();
+    let collapse = UserOp::MadviseCollapse {
+        start: P,
+        len: HPAGE_SIZE,
+    };
+    w.spawn(mm, 0, vec![collapse, UserOp::Exit], true);
+    w.spawn(mm, 1, other, true);
+    (w, mm)
+}
+
+fn drive(w: &mut World, allow: impl Fn(CpuId, StepKind) -> bool, done: impl Fn(&World) -> bool) {
+    let (mut en, mut fx) = (Vec::new(), Effects::default());
+    for _ in 0..10_000 {
+        if done(w) {
+            return;
+        }
+        w.enabled(&mut en);
+        let Some(&(c, k)) = en.iter().find(|&&(c, k)| allow(c, k)) else {
+            panic!("stuck: nothing allowed among {en:?}");
+        };
+        fx.clear();
+        w.step(c, k, &mut fx);
+    }
+    panic!("did not finish");
+}
+
+/// Run only `cpu` until it cannot go on (blocked) or its task exited.
+fn run_alone(w: &mut World, cpu: CpuId) {
+    drive(
+        w,
+        |c, _| c == cpu,
+        |w| !w.can_run(cpu) || w.tasks[cpu as usize].state == TaskState::Exited,
+    );
+}
+
+fn collapse_pc(w: &World) -> Option<Pc> {
+    w.tasks[0].kstack.iter().find_map(|f| match f {
+        Frame::CollapseHugePage(c) => Some(c.pc),
+        _ => None,
+    })
+}
+
+fn exited(w: &World, t: usize) -> bool {
+    w.tasks[t].state == TaskState::Exited
+}
+
+fn pmd(w: &World, mm: MmId, va: u64) -> u64 {
+    kernel::mm::gup::read_pmd(w, mm, va).map_or(0, |(_, p)| p)
+}
+
+/// CPU0 stops where the collapse holds `mmap_write_lock` and the VMA's
+/// write lock (just before `pmdp_collapse_flush`).
+fn collapse_to_flush(w: &mut World) {
+    drive(w, |c, _| c == 0, |w| collapse_pc(w) == Some(Pc::Flush));
+    assert!(w.mms[1].mmap_lock_writer == Some(0));
+    assert!(w.mms[1].vmas[0].vm_write_locked && !w.mms[1].vmas[1].vm_write_locked);
+}
+
+/// A fault in the VMA the collapse write-locked misses the VMA lock and
+/// sleeps in `mmap_read_lock` until `mmap_write_unlock`; then the huge PMD
+/// maps the page (a spurious fault). One fallback, no VMA-lock success.
+#[test]
+fn a_fault_waits_for_a_collapse_holding_the_write_lock() {
+    let last = P + HPAGE_SIZE - PAGE_SIZE;
+    let touch = UserOp::Touch {
+        addr: last,
+        write: true,
+    };
+    let (mut w, mm) = world(vec![touch, UserOp::Exit]);
+    collapse_to_flush(&mut w);
+    run_alone(&mut w, 1);
+    assert!(!w.can_run(1), "the fault sleeps");
+    assert!(matches!(
+        w.tasks[1].kstack.last(),
+        Some(Frame::PageFault(_))
+    ));
+    assert_eq!(
+        (w.counters.vma_lock_fallback, w.counters.vma_lock_success),
+        (1, 0)
+    );
+    drive(
+        &mut w,
+        |c, k| c == 0 || k == StepKind::TakeIrq,
+        |w| exited(w, 0),
+    );
+    assert!(w.mms[mm as usize].mmap_lock_writer.is_none());
+    assert!(w.can_run(1), "mmap_write_unlock woke it");
+    drive(&mut w, |_, _| true, |w| exited(w, 1));
+    assert!(w.violations.is_empty());
+    assert_eq!(w.counters.collapses, 1);
+    assert_eq!(w.counters.spurious_faults, 1);
+    assert_eq!(w.mms[mm as usize].mmap_lock_readers, 0);
+}
+
+/// A fault in another VMA takes that VMA's read lock and completes while
+/// the collapse holds `mmap_write_lock` (what per-VMA locks are for). The
+/// old model blocked it: its faults waited on any `mmap_lock` writer.
+#[test]
+fn a_fault_in_another_vma_runs_under_its_vma_lock() {
+    let touch = UserOp::Touch {
+        addr: Q,
+        write: true,
+    };
+    let (mut w, mm) = world(vec![touch, UserOp::Exit]);
+    collapse_to_flush(&mut w);
+    run_alone(&mut w, 1);
+    assert!(exited(&w, 1), "CPU1 faulted and exited during the collapse");
+    assert_eq!(collapse_pc(&w), Some(Pc::Flush));
+    assert_eq!(
+        (w.counters.vma_lock_fallback, w.counters.vma_lock_success),
+        (0, 1)
+    );
+    assert_eq!(w.counters.page_faults, 1);
+    assert_eq!(w.mms[mm as usize].vmas[1].vm_readers, 0);
+}
+
+/// `vma_start_write` waits for a `MADV_DONTNEED` that holds the VMA's read
+/// lock: the collapse (scanned, `mmap_write_lock` taken: the madvise holds
+/// no `mmap_lock`) sleeps before clearing the PMD until the zap is over.
+/// The old model's madvise took no lock, so the collapse cleared the PMD
+/// under the zap.
+#[test]
+fn collapse_waits_for_a_madvise_holding_the_vma_read_lock() {
+    let zap = UserOp::MadviseDontneed {
+        start: P,
+        len: HPAGE_SIZE,
+    };
+    let (mut w, mm) = world(vec![zap, UserOp::Exit]);
+    let before = pmd(&w, mm, P);
+    // madvise_lock + the first zap_pte_range step.
+    drive(&mut w, |c, _| c == 1, |w| w.mms[1].vmas[0].vm_readers == 1);
+    assert_eq!(w.counters.vma_lock_success, 1);
+    run_alone(&mut w, 0);
+    assert_eq!(collapse_pc(&w), Some(Pc::VmaStartWrite));
+    assert!(!w.can_run(0));
+    assert_eq!(w.mms[mm as usize].mmap_lock_writer, Some(0));
+    assert_eq!(pmd(&w, mm, P), before, "PMD not cleared under the zap");
+    drive(
+        &mut w,
+        |c, k| c == 1 || k == StepKind::TakeIrq,
+        |w| exited(w, 1),
+    );
+    assert!(w.can_run(0), "vma_end_read woke the collapse");
+    drive(&mut w, |_, _| true, |w| exited(w, 0));
+    assert!(w.violations.is_empty());
+    assert_eq!(w.counters.collapses, 1);
+    assert!(pte::huge(pmd(&w, mm, P)));
+}
+
+/// munmap downgrades to a reader while it zaps: the collapse scans (a
+/// reader too), then sleeps in `mmap_write_lock`; when munmap is done the
+/// PTE table is gone and the revalidation fails (SCAN_PMD_NULL, -EINVAL).
+/// The old model's munmap took no lock.
+#[test]
+fn munmap_keeps_the_collapse_out_until_it_is_done() {
+    let unmap = UserOp::Munmap {
+        start: P,
+        len: HPAGE_SIZE,
+    };
+    let (mut w, mm) = world(vec![unmap, UserOp::Exit]);
+    // do_vmi_align_munmap's entry: write lock, detach, downgrade.
+    drive(&mut w, |c, _| c == 1, |w| w.mms[1].mmap_lock_readers == 1);
+    assert!(w.mms[mm as usize].mmap_lock_writer.is_none());
+    run_alone(&mut w, 0);
+    assert_eq!(collapse_pc(&w), Some(Pc::Lock));
+    assert!(!w.can_run(0));
+    drive(
+        &mut w,
+        |c, k| c == 1 || k == StepKind::TakeIrq,
+        |w| exited(w, 1),
+    );
+    drive(&mut w, |_, _| true, |w| exited(w, 0));
+    assert!(w.violations.is_empty());
+    assert_eq!(w.counters.collapses, 0);
+    let pmd_null = ScanResult::ALL
+        .iter()
+        .position(|&r| r == ScanResult::PmdNull);
+    assert_eq!(w.counters.collapse_fail[pmd_null.unwrap()], 1);
+    assert_eq!(w.tasks[0].us.ret, -EINVAL);
+}
+
+/// A munmap entered while the collapse holds `mmap_write_lock` sleeps in
+/// `mmap_write_lock` until the collapse is done, then unmaps the huge page.
+#[test]
+fn munmap_waits_for_the_collapse() {
+    let unmap = UserOp::Munmap {
+        start: P,
+        len: HPAGE_SIZE,
+    };
+    let (mut w, mm) = world(vec![unmap, UserOp::Exit]);
+    collapse_to_flush(&mut w);
+    run_alone(&mut w, 1);
+    assert!(!w.can_run(1));
+    assert!(matches!(w.tasks[1].kstack.last(), Some(Frame::Munmap(_))));
+    assert_eq!(w.mms[mm as usize].vmas.len(), 2, "no VMA detached yet");
+    drive(
+        &mut w,
+        |c, k| c == 0 || k == StepKind::TakeIrq,
+        |w| exited(w, 0),
+    );
+    assert_eq!(w.counters.collapses, 1);
+    drive(&mut w, |_, _| true, |w| exited(w, 1));
+    assert!(w.violations.is_empty());
+    assert_eq!(pmd(&w, mm, P), 0);
+    assert_eq!(w.mms[mm as usize].mmap_lock_readers, 0);
+}
