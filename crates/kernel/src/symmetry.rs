@@ -223,9 +223,9 @@ impl World {
             membufs,
         } = renamed(self, &r);
         Some(World {
-            cpus,
-            tasks,
-            mms,
+            cpus: cpus.into(),
+            tasks: tasks.into(),
+            mms: mms.into(),
             violations,
             rcu_batches,
             membufs,

@@ -482,9 +482,9 @@ pub struct World {
     pub cfg: KernelCfg,
     /// Time as the driver last set it (ns), for `jiffies`-based decisions.
     pub now: Time,
-    pub cpus: Vec<Cpu>,
-    pub tasks: Vec<Task>,
-    pub mms: Vec<Mm>,
+    pub cpus: crate::cow::CowVec<Cpu>,
+    pub tasks: crate::cow::CowVec<Task>,
+    pub mms: crate::cow::CowVec<Mm>,
     pub mem: PhysMem,
     /// Names of measured operations (index = op id in [`Stat`]).
     pub op_names: Vec<String>,
@@ -561,7 +561,7 @@ impl World {
                 names.join(", ")
             )));
         }
-        let cpus = (0..n)
+        let cpus: Vec<Cpu> = (0..n)
             .map(|i| Cpu {
                 id: i as CpuId,
                 irqs_off: 0,
@@ -602,9 +602,9 @@ impl World {
         Ok(World {
             cfg,
             now: 0,
-            cpus,
-            tasks: Vec::new(),
-            mms: vec![init_mm],
+            cpus: cpus.into(),
+            tasks: Default::default(),
+            mms: vec![init_mm].into(),
             mem,
             op_names: vec!["flush_tlb_mm_range".to_string()],
             measuring: 0,
