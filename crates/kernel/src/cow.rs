@@ -188,14 +188,88 @@ impl<T: Hash> Hash for CowVec<T> {
     fn hash<H: Hasher>(&self, h: &mut H) {
         h.write_usize(self.items.len());
         for s in &self.items {
-            let mut d = s.digest.load(Ordering::Relaxed);
-            if d == 0 {
-                let mut fx = FxHasher::default();
-                s.val.hash(&mut fx);
-                d = fx.finish() | 1;
-                s.digest.store(d, Ordering::Relaxed);
-            }
-            h.write_u64(d);
+            h.write_u64(digest(s));
         }
     }
+}
+
+/// One value shared copy-on-write between clones, its hash cached: for
+/// the large parts of a world that most steps do not change (the kernel
+/// configuration, physical memory).
+pub struct CowBox<T> {
+    slot: Arc<Slot<T>>,
+}
+
+impl<T> CowBox<T> {
+    pub fn new(val: T) -> Self {
+        CowBox {
+            slot: Arc::new(Slot {
+                val,
+                digest: AtomicU64::new(0),
+            }),
+        }
+    }
+}
+
+impl<T> From<T> for CowBox<T> {
+    fn from(val: T) -> Self {
+        CowBox::new(val)
+    }
+}
+
+impl<T> Clone for CowBox<T> {
+    fn clone(&self) -> Self {
+        CowBox {
+            slot: self.slot.clone(),
+        }
+    }
+}
+
+impl<T> std::ops::Deref for CowBox<T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.slot.val
+    }
+}
+
+impl<T: Clone> std::ops::DerefMut for CowBox<T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        unshare(&mut self.slot)
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for CowBox<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.slot.val.fmt(f)
+    }
+}
+
+impl<T: PartialEq> PartialEq for CowBox<T> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.slot, &other.slot) || self.slot.val == other.slot.val
+    }
+}
+
+impl<T: Eq> Eq for CowBox<T> {}
+
+/// The value's hash (an `FxHasher` over it), cached until it is next taken `&mut`.
+impl<T: Hash> Hash for CowBox<T> {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_u64(digest(&self.slot));
+    }
+}
+
+/// The cached hash of a slot's value (never 0), computed if it is not.
+#[inline]
+fn digest<T: Hash>(s: &Slot<T>) -> u64 {
+    let mut d = s.digest.load(Ordering::Relaxed);
+    if d == 0 {
+        let mut fx = FxHasher::default();
+        s.val.hash(&mut fx);
+        d = fx.finish() | 1;
+        s.digest.store(d, Ordering::Relaxed);
+    }
+    d
 }

@@ -228,7 +228,7 @@ impl World {
             mms: mms.into(),
             violations,
             rcu_batches,
-            membufs,
+            membufs: membufs.into(),
             hugetlb_i_mmap_writer: self.hugetlb_i_mmap_writer.map(|t| r.task(t)),
             ..self.clone()
         })

@@ -479,15 +479,15 @@ pub enum StepKind {
 /// The modelled machine and kernel.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct World {
-    pub cfg: KernelCfg,
+    pub cfg: crate::cow::CowBox<KernelCfg>,
     /// Time as the driver last set it (ns), for `jiffies`-based decisions.
     pub now: Time,
     pub cpus: crate::cow::CowVec<Cpu>,
     pub tasks: crate::cow::CowVec<Task>,
     pub mms: crate::cow::CowVec<Mm>,
-    pub mem: PhysMem,
+    pub mem: crate::cow::CowBox<PhysMem>,
     /// Names of measured operations (index = op id in [`Stat`]).
-    pub op_names: Vec<String>,
+    pub op_names: crate::cow::CowBox<Vec<String>>,
     /// Measured tasks that have not finished.
     pub measuring: u32,
     pub violations: Vec<Violation>,
@@ -503,10 +503,10 @@ pub struct World {
     /// arm64/RISC-V: the ASID allocator.
     pub asids: crate::arch::asid::AsidAllocator,
     /// Page-cache pages of each file (tmpfs-like: always resident).
-    pub files: Vec<Vec<Pfn>>,
+    pub files: crate::cow::CowBox<Vec<Vec<Pfn>>>,
     pub(crate) next_ctx_id: u64,
     /// Per-CPU store buffers of the checker's memory model (empty under SC).
-    pub membufs: Vec<crate::hw::memory_model::StoreBuffer>,
+    pub membufs: crate::cow::CowVec<crate::hw::memory_model::StoreBuffer>,
 }
 
 /// Violations kept in full; later ones are only counted.
@@ -600,13 +600,13 @@ impl World {
             asid_transition: false,
         };
         Ok(World {
-            cfg,
+            cfg: cfg.into(),
             now: 0,
             cpus: cpus.into(),
             tasks: Default::default(),
             mms: vec![init_mm].into(),
-            mem,
-            op_names: vec!["flush_tlb_mm_range".to_string()],
+            mem: mem.into(),
+            op_names: vec!["flush_tlb_mm_range".to_string()].into(),
             measuring: 0,
             violations: Vec::new(),
             counters: Counters {
@@ -625,11 +625,11 @@ impl World {
                 // map, not 8 KiB cloned and hashed with every checker state.
                 machine::scenario::Arch::X86 => 1,
             }),
-            files: Vec::new(),
+            files: Vec::new().into(),
             // INIT_MM_CONTEXT has ctx_id 1; last_mm_ctx_id starts at 1, so
             // the first user mm gets 2 (ctx_id 0 matches no mm).
             next_ctx_id: 2,
-            membufs: vec![Default::default(); n],
+            membufs: vec![Default::default(); n].into(),
         })
     }
 
