@@ -83,22 +83,30 @@ impl<T: Clone> CowVec<T> {
 
 /// The value of `slot`, copied first if a clone shares it; its cached
 /// hash is dropped (the caller may change it).
-#[inline]
+#[inline(always)]
 fn unshare<T: Clone>(slot: &mut Arc<Slot<T>>) -> &mut T {
-    let s = if Arc::strong_count(slot) == 1 && Arc::weak_count(slot) == 0 {
+    let s = if Arc::strong_count(slot) == 1 {
         // SAFETY: this is the only Arc and no Weak exists (none is ever
-        // made), and `&mut slot` keeps it so while the borrow lives:
-        // nothing else can reach the value. (`Arc::make_mut` does the same
-        // after an atomic compare-exchange, which the simulator would pay
-        // on every `&mut` access.) The fence orders this after the last
-        // use by a clone dropped on another thread.
+        // made: the slots are private to this module), and `&mut slot`
+        // keeps it so while the borrow lives: nothing else can reach the
+        // value. (`Arc::make_mut` does the same after an atomic
+        // compare-exchange, which the simulator would pay on every `&mut`
+        // access.) The fence orders this after the last use by a clone
+        // dropped on another thread.
         std::sync::atomic::fence(Ordering::Acquire);
         unsafe { &mut *(Arc::as_ptr(slot) as *mut Slot<T>) }
     } else {
-        Arc::make_mut(slot)
+        copy(slot)
     };
     *s.digest.get_mut() = 0;
     &mut s.val
+}
+
+/// A private copy of a shared slot (the checker's clones only).
+#[cold]
+#[inline(never)]
+fn copy<T: Clone>(slot: &mut Arc<Slot<T>>) -> &mut Slot<T> {
+    Arc::make_mut(slot)
 }
 
 impl<T> Default for CowVec<T> {

@@ -168,7 +168,9 @@ pub struct Sim {
     /// The hrtimer expired; its interrupt waits for IRQs to be on.
     timer_due: Vec<bool>,
     cache: CacheModel,
-    fx: Effects,
+    /// The step's effects, reused (boxed: a step takes it out and puts it
+    /// back, moving a pointer instead of the 152-byte struct).
+    fx: Option<Box<Effects>>,
     offsets: Vec<u64>,
     /// Jitter factor of the step just priced, in parts per million.
     scale: u64,
@@ -244,7 +246,7 @@ impl Sim {
             timer: vec![None; n],
             timer_due: vec![false; n],
             cache: CacheModel::default(),
-            fx: Effects::default(),
+            fx: None,
             offsets: Vec::new(),
             scale: 1_000_000,
             ps,
@@ -436,7 +438,7 @@ impl Sim {
 
     /// A host action on a vCPU (preempt/resume), priced like a step.
     fn host_step(&mut self, cpu: CpuId, kind: StepKind) {
-        let mut fx = std::mem::take(&mut self.fx);
+        let mut fx = self.fx.take().unwrap_or_default();
         fx.clear();
         fx.tracing = self.opts.trace_depth > 0 || self.on_step.is_some();
         self.world.now = self.now;
@@ -449,7 +451,7 @@ impl Sim {
         if self.on_step.is_some() {
             self.notify(cpu, kind, dur, &fx, nviol);
         }
-        self.fx = fx;
+        self.fx = Some(fx);
     }
 
     /// Show the step just run to `on_step`.
@@ -525,7 +527,7 @@ impl Sim {
         };
         self.world.now = self.now;
         let nviol = self.world.violations.len();
-        let mut fx = std::mem::take(&mut self.fx);
+        let mut fx = self.fx.take().unwrap_or_default();
         fx.clear();
         fx.tracing = self.opts.trace_depth > 0 || self.on_step.is_some();
         self.world.step(cpu, kind, &mut fx);
@@ -554,7 +556,7 @@ impl Sim {
         if self.on_step.is_some() {
             self.notify(cpu, kind, dur, &fx, nviol);
         }
-        self.fx = fx;
+        self.fx = Some(fx);
         if self.world.violations.len() > nviol {
             let new: Vec<Violation> = self.world.violations[nviol..].to_vec();
             for v in new {
