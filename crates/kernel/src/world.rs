@@ -885,33 +885,38 @@ impl World {
             crate::sched::core::schedule(self, cpu, fx);
             return;
         };
+        // The frame being moved, off the kernel stack (None: the user
+        // program, or pop the stack next). It stays off while its path
+        // continues or calls (the next move would pop it or its child
+        // straight back: the same stack, without moving the frames) and
+        // goes back on before the step ends.
+        let mut top: Option<Frame> = None;
         // Bounded: every path yields after at most a handful of local moves.
         for _ in 0..256 {
-            let popped = self.tasks[t as usize].kstack.pop();
-            let (frame, flow) = match popped {
-                Some(mut f) => {
-                    let flow = f.step(self, cpu, t, fx);
-                    (Some(f), flow)
-                }
-                None => (None, crate::user::step_user(self, cpu, t, fx)),
+            if top.is_none() {
+                top = self.tasks[t as usize].kstack.pop();
+            }
+            let flow = match &mut top {
+                Some(f) => f.step(self, cpu, t, fx),
+                None => crate::user::step_user(self, cpu, t, fx),
             };
-            let stack = &mut self.tasks[t as usize].kstack;
             match flow {
-                Flow::Continue => stack.extend(frame),
+                Flow::Continue => {}
                 Flow::Yield | Flow::Block => {
-                    stack.extend(frame);
+                    self.tasks[t as usize].kstack.extend(top);
                     return;
                 }
                 Flow::Call(child) => {
-                    stack.extend(frame);
-                    stack.push(child);
+                    self.tasks[t as usize].kstack.extend(top.replace(child));
                 }
                 Flow::CallYield(child) => {
-                    stack.extend(frame);
+                    let stack = &mut self.tasks[t as usize].kstack;
+                    stack.extend(top);
                     stack.push(child);
                     return;
                 }
                 Flow::Return => {
+                    top = None;
                     if self.cpus[cpu as usize].curr != Some(t) {
                         return;
                     }
