@@ -31,7 +31,10 @@ const HUGE: u8 = 4;
 /// Marks a tag as a 2 MiB translation so it never aliases a 4 KiB one.
 const HUGE_TAG: u64 = 1 << 63;
 
+/// Packed to 4-byte alignment: 36 bytes instead of 40 (4 bytes of padding
+/// per entry were 6 MB of TLBs at 1024 CPUs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[repr(packed(4))]
 struct Entry {
     tag: u64,
     pfn: Pfn,
