@@ -243,7 +243,7 @@ impl PhysMem {
         if old == val {
             return;
         }
-        let t = Arc::make_mut(t);
+        let t = table_mut(t);
         t.digest = t
             .digest
             .wrapping_sub(entry_digest(idx, old))
@@ -256,6 +256,23 @@ impl PhysMem {
         self.tables[pfn as usize]
             .as_ref()
             .is_none_or(|t| t.e.iter().all(|e| !pte::present(*e)))
+    }
+}
+
+/// A page-table page to write, copied first if a world clone shares it.
+#[inline]
+fn table_mut(t: &mut Arc<Table>) -> &mut Table {
+    if Arc::strong_count(t) == 1 && Arc::weak_count(t) == 0 {
+        // SAFETY: this is the only Arc and no Weak exists (none is ever
+        // made), and `&mut t` keeps it so while the borrow lives: nothing
+        // else can reach the table. (`Arc::make_mut` does the same after
+        // an atomic compare-exchange, which the simulator paid on every
+        // page-table write.) The fence orders this after the last use by
+        // a clone dropped on another thread.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        unsafe { &mut *(Arc::as_ptr(t) as *mut Table) }
+    } else {
+        Arc::make_mut(t)
     }
 }
 
