@@ -7,8 +7,7 @@ use kernel::world::StepKind;
 use kernel::{Effects, Label, Stat, TaskId, Violation, World};
 use machine::{Cost, CostProfile, CpuId, Time};
 use rustc_hash::FxHashMap;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
@@ -40,6 +39,14 @@ struct Ev {
     seq: u64,
     cpu: CpuId,
     kind: Kind,
+}
+
+/// Events leave the queue by time, then in the order they were pushed.
+impl crate::queue::Keyed for Ev {
+    #[inline]
+    fn key(&self) -> (u64, u64) {
+        (self.time, self.seq)
+    }
 }
 
 /// Why a run stopped.
@@ -149,7 +156,7 @@ pub struct Sim {
     pub world: World,
     pub profile: CostProfile,
     opts: SimOptions,
-    heap: BinaryHeap<Reverse<Ev>>,
+    heap: crate::queue::Queue<Ev>,
     seq: u64,
     pub now: Time,
     scheduled: Vec<bool>,
@@ -235,7 +242,7 @@ impl Sim {
         let mut s = Sim {
             world,
             profile,
-            heap: BinaryHeap::with_capacity(4 * n + 16),
+            heap: crate::queue::Queue::with_capacity(4 * n + 16),
             seq: 0,
             now: 0,
             scheduled: vec![false; n],
@@ -307,12 +314,12 @@ impl Sim {
     #[inline]
     fn push(&mut self, time: Time, cpu: CpuId, kind: Kind) {
         self.seq += 1;
-        self.heap.push(Reverse(Ev {
+        self.heap.push(Ev {
             time,
             seq: self.seq,
             cpu,
             kind,
-        }));
+        });
     }
 
     fn schedule(&mut self, cpu: CpuId, time: Time) {
@@ -333,7 +340,7 @@ impl Sim {
             if self.opts.stop_on_violation && !self.world.violations.is_empty() {
                 return End::Violation;
             }
-            let Some(Reverse(ev)) = self.heap.pop() else {
+            let Some(ev) = self.heap.pop() else {
                 return End::Stalled;
             };
             if ev.time > self.opts.max_time_ns {
