@@ -99,7 +99,9 @@ mod tests {
         let mut b = BinaryHeap::new();
         let mut x = 12345u64;
         for seq in 0..20_000u64 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             q.push(E(x >> 60, seq));
             b.push(Reverse((x >> 60, seq)));
             if x & (1 << 20) != 0 {
