@@ -98,14 +98,24 @@ pub struct PhysMem {
     in_use: u32,
 }
 
+/// Every field; each frame as two words (its metadata packed, its table
+/// digest or 0), one hasher round each instead of one per field.
 impl Hash for PhysMem {
     fn hash<H: Hasher>(&self, h: &mut H) {
-        self.meta.hash(h);
+        h.write_usize(self.meta.len());
+        for (m, t) in self.meta.iter().zip(&self.tables) {
+            let usage = match m.usage {
+                FrameUse::Free => 0,
+                FrameUse::Anon => 1,
+                FrameUse::Table(level) => 2 | u64::from(level) << 2,
+                FrameUse::Deposited => 3,
+            };
+            h.write_u64(u64::from(m.gen) | usage << 32 | u64::from(m.refs) << 48);
+            // A table's digest is a wrapping sum, 0 when empty: mark presence.
+            h.write_u64(t.as_ref().map_or(0, |t| t.digest ^ 0x9e37_79b9_7f4a_7c15));
+        }
         self.free.hash(h);
         self.tables.len().hash(h);
-        for t in &self.tables {
-            t.as_ref().map(|t| t.digest).hash(h);
-        }
         self.limit.hash(h);
         self.in_use.hash(h);
     }
