@@ -34,7 +34,7 @@ const HUGE_TAG: u64 = 1 << 63;
 /// Packed to 4-byte alignment: 36 bytes instead of 40 (4 bytes of padding
 /// per entry were 6 MB of TLBs at 1024 CPUs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[repr(packed(4))]
+#[repr(C, packed(4))]
 struct Entry {
     tag: u64,
     pfn: Pfn,
