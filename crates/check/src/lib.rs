@@ -40,10 +40,12 @@
 //! merged into the seen-set on one thread in frontier order, which is the
 //! order of the sequential FIFO search. So verdicts, state and transition
 //! counts and the (shortest) counterexample are the same for any number of
-//! threads: the first violation in that order wins. Page-table pages and
-//! TLBs are shared copy-on-write between a world and its clones, with
-//! their hashes kept (tables) or cached (TLBs), so a step pays for what it
-//! changed.
+//! threads: the first violation in that order wins. A world's CPUs, tasks,
+//! mms, store buffers, configuration and memory ([`kernel::cow`]), and its
+//! page-table pages and TLBs, are shared copy-on-write between a world and
+//! its clones, each with its hash kept (tables) or cached until it is next
+//! taken `&mut` (the others), so a clone copies pointers and a step pays,
+//! in copying and rehashing, for what it changed.
 //!
 //! Why not stateright: its `Model` owns states and clones one per action,
 //! which we also do, but its checkers want `actions`/`next_state` on a model
