@@ -719,9 +719,28 @@ pub const CATALOGUE: &[Config] = &[
     },
 ];
 
-/// Look a check up by name.
+/// Checks too large for `check --all` and the demo, run by name to
+/// measure the checker's speed and memory on millions of states.
+pub const LARGE: &[Config] = &[Config {
+    name: "x86_madvise_race_4cpu_2rounds",
+    about: "x86_madvise_race_4cpu with two rounds of touch + madvise (millions of states; `tlblab speed --check`)",
+    sets: &["machine.cpus=4"],
+    expect_safe: true,
+    sym: &[&[1, 2, 3]],
+    world: race_1w_3r_2rounds,
+}, Config {
+    name: "x86_madvise_race_4cpu_3rounds",
+    about: "x86_madvise_race_4cpu with three rounds (tens of millions of states: run it with --max-states)",
+    sets: &["machine.cpus=4"],
+    expect_safe: true,
+    sym: &[&[1, 2, 3]],
+    world: race_1w_3r_3rounds,
+}];
+
+/// Look a check up by name (the catalogue, then [`LARGE`]).
 pub fn find(name: &str) -> Result<&'static Config, Error> {
-    CATALOGUE.iter().find(|c| c.name == name).ok_or_else(|| {
+    let mut all = CATALOGUE.iter().chain(LARGE);
+    all.find(|c| c.name == name).ok_or_else(|| {
         let names: Vec<&str> = CATALOGUE.iter().map(|c| c.name).collect();
         Error::Config(format!(
             "unknown check '{name}' (known: {})",
@@ -1015,6 +1034,12 @@ fn race_1w_2r(s: &Scenario) -> Result<World, Error> {
 }
 fn race_1w_3r(s: &Scenario) -> Result<World, Error> {
     race(s, 1, 3, false, 1)
+}
+fn race_1w_3r_2rounds(s: &Scenario) -> Result<World, Error> {
+    race(s, 1, 3, false, 2)
+}
+fn race_1w_3r_3rounds(s: &Scenario) -> Result<World, Error> {
+    race(s, 1, 3, false, 3)
 }
 fn race_2w_1r(s: &Scenario) -> Result<World, Error> {
     race(s, 2, 1, false, 1)

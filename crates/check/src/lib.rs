@@ -40,10 +40,12 @@
 //! merged into the seen-set on one thread in frontier order, which is the
 //! order of the sequential FIFO search. So verdicts, state and transition
 //! counts and the (shortest) counterexample are the same for any number of
-//! threads: the first violation in that order wins. Page-table pages and
-//! TLBs are shared copy-on-write between a world and its clones, with
-//! their hashes kept (tables) or cached (TLBs), so a step pays for what it
-//! changed.
+//! threads: the first violation in that order wins. A world's CPUs, tasks,
+//! mms, store buffers, configuration and memory ([`kernel::cow`]), and its
+//! page-table pages and TLBs, are shared copy-on-write between a world and
+//! its clones, each with its hash kept (tables) or cached until it is next
+//! taken `&mut` (the others), so a clone copies pointers and a step pays,
+//! in copying and rehashing, for what it changed.
 //!
 //! Why not stateright: its `Model` owns states and clones one per action,
 //! which we also do, but its checkers want `actions`/`next_state` on a model
@@ -248,10 +250,9 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
     while !level.is_empty() {
         depth = d;
         if d >= bounds.max_depth {
-            bounded |= par_rebuild(init, &nodes, &level, |_, w| {
-                let mut en = Vec::new();
-                w.enabled(&mut en);
-                !en.is_empty()
+            bounded |= par_rebuild(init, &nodes, &level, |_, w, sc| {
+                w.enabled(&mut sc.en);
+                !sc.en.is_empty()
             })
             .into_iter()
             .any(|more| more);
@@ -259,7 +260,9 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
         }
         let mut next = Vec::new();
         for block in level.chunks(CHUNK) {
-            let succs = par_rebuild(init, &nodes, block, |node, w| (node, successors(w, &key)));
+            let succs = par_rebuild(init, &nodes, block, |node, w, sc| {
+                (node, successors(w, &key, sc))
+            });
             for (node, list) in succs {
                 for s in list {
                     transitions += 1;
@@ -295,7 +298,7 @@ fn par_rebuild<T: Send>(
     init: &World,
     nodes: &[(u32, u16)],
     ids: &[u32],
-    f: impl Fn(u32, World) -> T + Sync,
+    f: impl Fn(u32, World, &mut Scratch) -> T + Sync,
 ) -> Vec<T> {
     // Four runs per thread balance the load; a run re-executes at most
     // its first node's path from the root that its neighbours share.
@@ -316,8 +319,9 @@ fn rebuild<T>(
     init: &World,
     nodes: &[(u32, u16)],
     ids: &[u32],
-    f: impl Fn(u32, World) -> T,
+    f: impl Fn(u32, World, &mut Scratch) -> T,
 ) -> Vec<T> {
+    let sc = &mut Scratch::default();
     // stack[i]: the node at depth i on the last path and its world.
     let mut stack: Vec<(u32, World)> = vec![(0, init.clone())];
     let mut chain = Vec::new();
@@ -338,11 +342,11 @@ fn rebuild<T>(
             .count();
         stack.truncate(keep);
         let Some((_, above)) = chain[keep - 1..].split_last() else {
-            out.push(f(id, init.clone()));
+            out.push(f(id, init.clone(), sc));
             continue;
         };
         for &n in above {
-            let w = replay_one(stack[stack.len() - 1].1.clone(), nodes[n as usize].1);
+            let w = replay_one(stack[stack.len() - 1].1.clone(), nodes[n as usize].1, sc);
             stack.push((n, w));
         }
         let parent = nodes[id as usize].0;
@@ -353,37 +357,46 @@ fn rebuild<T>(
             2.. if last_child => stack.pop().expect("the parent is on the stack").1,
             _ => stack[stack.len() - 1].1.clone(),
         };
-        out.push(f(id, replay_one(from, nodes[id as usize].1)));
+        let w = replay_one(from, nodes[id as usize].1, sc);
+        out.push(f(id, w, sc));
     }
     out
 }
 
+/// Buffers a worker reuses from one step to the next (a fresh `Effects`
+/// and list of enabled steps per step were two allocations or more each).
+#[derive(Default)]
+struct Scratch {
+    en: Vec<(CpuId, StepKind)>,
+    choices: Vec<(CpuId, StepKind)>,
+    fx: Effects,
+}
+
 /// `w` after the step of choice index `choice` into its enabled steps.
-fn replay_one(mut w: World, choice: u16) -> World {
-    let mut en = Vec::new();
-    w.enabled(&mut en);
-    let (cpu, kind) = en[choice as usize];
-    w.step(cpu, kind, &mut Effects::default());
+fn replay_one(mut w: World, choice: u16, sc: &mut Scratch) -> World {
+    w.enabled(&mut sc.en);
+    let (cpu, kind) = sc.en[choice as usize];
+    sc.fx.clear();
+    w.step(cpu, kind, &mut sc.fx);
     w
 }
 
 /// Every successor of `w` in choice order, stepping `w` itself for the
 /// last one: its choice, key and whether it is bad.
-fn successors(w: World, key: &impl Fn(&World) -> u64) -> Vec<Succ> {
-    let mut en = Vec::new();
-    w.enabled(&mut en);
-    let choices = en.clone();
-    let mut fx = Effects::default();
+fn successors(w: World, key: &impl Fn(&World) -> u64, sc: &mut Scratch) -> Vec<Succ> {
+    let Scratch { en, choices, fx } = sc;
+    w.enabled(choices);
+    let choices = &*choices;
     let mut out = Vec::with_capacity(choices.len());
     let mut one = |i: usize, mut next: World| {
         let (cpu, kind) = choices[i];
         fx.clear();
-        next.step(cpu, kind, &mut fx);
-        next.enabled(&mut en);
+        next.step(cpu, kind, fx);
+        next.enabled(en);
         out.push(Succ {
             choice: i as u16,
             key: key(&next),
-            bad: bad(&next, &en),
+            bad: bad(&next, en),
         });
     };
     if let Some(last) = choices.len().checked_sub(1) {

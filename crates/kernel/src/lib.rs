@@ -13,6 +13,7 @@
 //! `jiffies`-like clock the driver writes into [`World::now`].
 
 pub mod arch;
+pub mod cow;
 pub mod effects;
 pub mod hw;
 pub mod kernel_smp;

@@ -235,12 +235,12 @@ impl World {
             membufs,
         } = renamed(self, &r);
         Some(World {
-            cpus,
-            tasks,
-            mms,
+            cpus: cpus.into(),
+            tasks: tasks.into(),
+            mms: mms.into(),
             violations,
             rcu_batches,
-            membufs,
+            membufs: membufs.into(),
             hugetlb_i_mmap_writer: self.hugetlb_i_mmap_writer.map(|t| r.task(t)),
             ..self.clone()
         })

@@ -539,15 +539,15 @@ pub enum StepKind {
 /// The modelled machine and kernel.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct World {
-    pub cfg: KernelCfg,
+    pub cfg: crate::cow::CowBox<KernelCfg>,
     /// Time as the driver last set it (ns), for `jiffies`-based decisions.
     pub now: Time,
-    pub cpus: Vec<Cpu>,
-    pub tasks: Vec<Task>,
-    pub mms: Vec<Mm>,
-    pub mem: PhysMem,
+    pub cpus: crate::cow::CowVec<Cpu>,
+    pub tasks: crate::cow::CowVec<Task>,
+    pub mms: crate::cow::CowVec<Mm>,
+    pub mem: crate::cow::CowBox<PhysMem>,
     /// Names of measured operations (index = op id in [`Stat`]).
-    pub op_names: Vec<String>,
+    pub op_names: crate::cow::CowBox<Vec<String>>,
     /// Measured tasks that have not finished.
     pub measuring: u32,
     pub violations: Vec<Violation>,
@@ -563,10 +563,10 @@ pub struct World {
     /// arm64/RISC-V: the ASID allocator.
     pub asids: crate::arch::asid::AsidAllocator,
     /// Page-cache pages of each file (tmpfs-like: always resident).
-    pub files: Vec<Vec<Pfn>>,
+    pub files: crate::cow::CowBox<Vec<Vec<Pfn>>>,
     pub(crate) next_ctx_id: u64,
     /// Per-CPU store buffers of the checker's memory model (empty under SC).
-    pub membufs: Vec<crate::hw::memory_model::StoreBuffer>,
+    pub membufs: crate::cow::CowVec<crate::hw::memory_model::StoreBuffer>,
 }
 
 /// Violations kept in full; later ones are only counted.
@@ -622,7 +622,7 @@ impl World {
                 names.join(", ")
             )));
         }
-        let cpus = (0..n)
+        let cpus: Vec<Cpu> = (0..n)
             .map(|i| Cpu {
                 id: i as CpuId,
                 irqs_off: 0,
@@ -662,13 +662,13 @@ impl World {
             asid_transition: false,
         };
         Ok(World {
-            cfg,
+            cfg: cfg.into(),
             now: 0,
-            cpus,
-            tasks: Vec::new(),
-            mms: vec![init_mm],
-            mem,
-            op_names: vec!["flush_tlb_mm_range".to_string()],
+            cpus: cpus.into(),
+            tasks: Default::default(),
+            mms: vec![init_mm].into(),
+            mem: mem.into(),
+            op_names: vec!["flush_tlb_mm_range".to_string()].into(),
             measuring: 0,
             violations: Vec::new(),
             counters: Counters {
@@ -687,11 +687,11 @@ impl World {
                 // map, not 8 KiB cloned and hashed with every checker state.
                 machine::scenario::Arch::X86 => 1,
             }),
-            files: Vec::new(),
+            files: Vec::new().into(),
             // INIT_MM_CONTEXT has ctx_id 1; last_mm_ctx_id starts at 1, so
             // the first user mm gets 2 (ctx_id 0 matches no mm).
             next_ctx_id: 2,
-            membufs: vec![Default::default(); n],
+            membufs: vec![Default::default(); n].into(),
         })
     }
 
@@ -958,33 +958,38 @@ impl World {
             crate::sched::core::schedule(self, cpu, fx);
             return;
         };
+        // The frame being moved, off the kernel stack (None: the user
+        // program, or pop the stack next). It stays off while its path
+        // continues or calls (the next move would pop it or its child
+        // straight back: the same stack, without moving the frames) and
+        // goes back on before the step ends.
+        let mut top: Option<Frame> = None;
         // Bounded: every path yields after at most a handful of local moves.
         for _ in 0..256 {
-            let popped = self.tasks[t as usize].kstack.pop();
-            let (frame, flow) = match popped {
-                Some(mut f) => {
-                    let flow = f.step(self, cpu, t, fx);
-                    (Some(f), flow)
-                }
-                None => (None, crate::user::step_user(self, cpu, t, fx)),
+            if top.is_none() {
+                top = self.tasks[t as usize].kstack.pop();
+            }
+            let flow = match &mut top {
+                Some(f) => f.step(self, cpu, t, fx),
+                None => crate::user::step_user(self, cpu, t, fx),
             };
-            let stack = &mut self.tasks[t as usize].kstack;
             match flow {
-                Flow::Continue => stack.extend(frame),
+                Flow::Continue => {}
                 Flow::Yield | Flow::Block => {
-                    stack.extend(frame);
+                    self.tasks[t as usize].kstack.extend(top);
                     return;
                 }
                 Flow::Call(child) => {
-                    stack.extend(frame);
-                    stack.push(child);
+                    self.tasks[t as usize].kstack.extend(top.replace(child));
                 }
                 Flow::CallYield(child) => {
-                    stack.extend(frame);
+                    let stack = &mut self.tasks[t as usize].kstack;
+                    stack.extend(top);
                     stack.push(child);
                     return;
                 }
                 Flow::Return => {
+                    top = None;
                     if self.cpus[cpu as usize].curr != Some(t) {
                         return;
                     }

@@ -101,14 +101,24 @@ pub struct PhysMem {
     in_use: u32,
 }
 
+/// Every field; each frame as two words (its metadata packed, its table
+/// digest or 0), one hasher round each instead of one per field.
 impl Hash for PhysMem {
     fn hash<H: Hasher>(&self, h: &mut H) {
-        self.meta.hash(h);
+        h.write_usize(self.meta.len());
+        for (m, t) in self.meta.iter().zip(&self.tables) {
+            let usage = match m.usage {
+                FrameUse::Free => 0,
+                FrameUse::Anon => 1,
+                FrameUse::Table(level) => 2 | u64::from(level) << 2,
+                FrameUse::Deposited => 3,
+            };
+            h.write_u64(u64::from(m.gen) | usage << 32 | u64::from(m.refs) << 48);
+            // A table's digest is a wrapping sum, 0 when empty: mark presence.
+            h.write_u64(t.as_ref().map_or(0, |t| t.digest ^ 0x9e37_79b9_7f4a_7c15));
+        }
         self.free.hash(h);
         self.tables.len().hash(h);
-        for t in &self.tables {
-            t.as_ref().map(|t| t.digest).hash(h);
-        }
         self.limit.hash(h);
         self.in_use.hash(h);
     }
@@ -275,7 +285,7 @@ impl PhysMem {
         if old == val {
             return;
         }
-        let t = Arc::make_mut(t);
+        let t = table_mut(t);
         t.digest = t
             .digest
             .wrapping_sub(entry_digest(idx, old))
@@ -288,6 +298,23 @@ impl PhysMem {
         self.tables[pfn as usize]
             .as_ref()
             .is_none_or(|t| t.e.iter().all(|e| !pte::present(*e)))
+    }
+}
+
+/// A page-table page to write, copied first if a world clone shares it.
+#[inline]
+fn table_mut(t: &mut Arc<Table>) -> &mut Table {
+    if Arc::strong_count(t) == 1 && Arc::weak_count(t) == 0 {
+        // SAFETY: this is the only Arc and no Weak exists (none is ever
+        // made), and `&mut t` keeps it so while the borrow lives: nothing
+        // else can reach the table. (`Arc::make_mut` does the same after
+        // an atomic compare-exchange, which the simulator paid on every
+        // page-table write.) The fence orders this after the last use by
+        // a clone dropped on another thread.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        unsafe { &mut *(Arc::as_ptr(t) as *mut Table) }
+    } else {
+        Arc::make_mut(t)
     }
 }
 

@@ -31,7 +31,10 @@ const HUGE: u8 = 4;
 /// Marks a tag as a 2 MiB translation so it never aliases a 4 KiB one.
 const HUGE_TAG: u64 = 1 << 63;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+/// Packed to 4-byte alignment: 36 bytes instead of 40 (4 bytes of padding
+/// per entry were 6 MB of TLBs at 1024 CPUs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[repr(C, packed(4))]
 struct Entry {
     tag: u64,
     pfn: Pfn,
@@ -45,7 +48,7 @@ struct Entry {
     flags: u8,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 struct PscEntry {
     region: u64,
     table: Pfn,
@@ -55,6 +58,30 @@ struct PscEntry {
     gepoch: u32,
     asid: u16,
     valid: bool,
+}
+
+/// Every field, packed into five words (the checker hashes a TLB whenever
+/// a step changed it; one hasher round per word, not per field).
+impl Hash for Entry {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_u64(self.tag);
+        h.write_u64(u64::from(self.pfn) | u64::from(self.owner) << 32);
+        h.write_u64(u64::from(self.frame_gen) | u64::from(self.epoch) << 32);
+        h.write_u64(u64::from(self.gepoch) | u64::from(self.lru) << 32);
+        h.write_u64(u64::from(self.asid) | u64::from(self.flags) << 16);
+    }
+}
+
+/// Every field, packed into four words (as [`Entry`]'s).
+impl Hash for PscEntry {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_u64(self.region);
+        h.write_u64(u64::from(self.table) | u64::from(self.table_gen) << 32);
+        h.write_u64(u64::from(self.epoch) | u64::from(self.pepoch) << 32);
+        h.write_u64(
+            u64::from(self.gepoch) | u64::from(self.asid) << 32 | u64::from(self.valid) << 48,
+        );
+    }
 }
 
 /// A translation found in the TLB.

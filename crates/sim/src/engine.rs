@@ -7,8 +7,7 @@ use kernel::world::StepKind;
 use kernel::{Effects, Label, Stat, TaskId, Violation, World};
 use machine::{Cost, CostProfile, CpuId, Time};
 use rustc_hash::FxHashMap;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 /// The op a sleep's timer starts: none (`Effects::sleep`, or a
 /// `ClockNanosleep` that only paces).
@@ -44,6 +43,14 @@ struct Ev {
     seq: u64,
     cpu: CpuId,
     kind: Kind,
+}
+
+/// Events leave the queue by time, then in the order they were pushed.
+impl crate::queue::Keyed for Ev {
+    #[inline]
+    fn key(&self) -> (u64, u64) {
+        (self.time, self.seq)
+    }
 }
 
 /// Why a run stopped.
@@ -153,7 +160,7 @@ pub struct Sim {
     pub world: World,
     pub profile: CostProfile,
     opts: SimOptions,
-    heap: BinaryHeap<Reverse<Ev>>,
+    heap: crate::queue::Queue<Ev>,
     seq: u64,
     pub now: Time,
     scheduled: Vec<bool>,
@@ -172,7 +179,9 @@ pub struct Sim {
     /// The hrtimer expired; its interrupt waits for IRQs to be on.
     timer_due: Vec<bool>,
     cache: CacheModel,
-    fx: Effects,
+    /// The step's effects, reused (boxed: a step takes it out and puts it
+    /// back, moving a pointer instead of the 152-byte struct).
+    fx: Option<Box<Effects>>,
     offsets: Vec<u64>,
     /// Jitter factor of the step just priced, in parts per million.
     scale: u64,
@@ -237,7 +246,7 @@ impl Sim {
         let mut s = Sim {
             world,
             profile,
-            heap: BinaryHeap::with_capacity(4 * n + 16),
+            heap: crate::queue::Queue::with_capacity(4 * n + 16),
             seq: 0,
             now: 0,
             scheduled: vec![false; n],
@@ -248,7 +257,7 @@ impl Sim {
             timer: vec![None; n],
             timer_due: vec![false; n],
             cache: CacheModel::default(),
-            fx: Effects::default(),
+            fx: None,
             offsets: Vec::new(),
             scale: 1_000_000,
             ps,
@@ -309,12 +318,12 @@ impl Sim {
     #[inline]
     fn push(&mut self, time: Time, cpu: CpuId, kind: Kind) {
         self.seq += 1;
-        self.heap.push(Reverse(Ev {
+        self.heap.push(Ev {
             time,
             seq: self.seq,
             cpu,
             kind,
-        }));
+        });
     }
 
     fn schedule(&mut self, cpu: CpuId, time: Time) {
@@ -335,7 +344,7 @@ impl Sim {
             if self.opts.stop_on_violation && !self.world.violations.is_empty() {
                 return End::Violation;
             }
-            let Some(Reverse(ev)) = self.heap.pop() else {
+            let Some(ev) = self.heap.pop() else {
                 return End::Stalled;
             };
             if ev.time > self.opts.max_time_ns {
@@ -442,7 +451,7 @@ impl Sim {
 
     /// A host action on a vCPU (preempt/resume), priced like a step.
     fn host_step(&mut self, cpu: CpuId, kind: StepKind) {
-        let mut fx = std::mem::take(&mut self.fx);
+        let mut fx = self.fx.take().unwrap_or_default();
         fx.clear();
         fx.tracing = self.opts.trace_depth > 0 || self.on_step.is_some();
         self.world.now = self.now;
@@ -455,7 +464,7 @@ impl Sim {
         if self.on_step.is_some() {
             self.notify(cpu, kind, dur, &fx, nviol);
         }
-        self.fx = fx;
+        self.fx = Some(fx);
     }
 
     /// Show the step just run to `on_step`.
@@ -531,7 +540,7 @@ impl Sim {
         };
         self.world.now = self.now;
         let nviol = self.world.violations.len();
-        let mut fx = std::mem::take(&mut self.fx);
+        let mut fx = self.fx.take().unwrap_or_default();
         fx.clear();
         fx.tracing = self.opts.trace_depth > 0 || self.on_step.is_some();
         self.world.step(cpu, kind, &mut fx);
@@ -566,7 +575,7 @@ impl Sim {
         if self.on_step.is_some() {
             self.notify(cpu, kind, dur, &fx, nviol);
         }
-        self.fx = fx;
+        self.fx = Some(fx);
         if self.world.violations.len() > nviol {
             let new: Vec<Violation> = self.world.violations[nviol..].to_vec();
             for v in new {

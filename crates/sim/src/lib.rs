@@ -15,6 +15,7 @@
 pub mod cache;
 pub mod chrome_trace;
 pub mod engine;
+pub mod queue;
 pub mod report;
 
 pub use engine::{End, Sim, SimOptions};

@@ -112,7 +112,7 @@ fn tlb_flush_threads_and_processes_shape() {
     let p = world("tlb_flush_processes", &sets);
     assert_eq!(shape(&p), (4, 4, 4));
     assert_eq!(cpus_of(&p), [0, 1, 2, 3]);
-    for mm in &p.mms[1..] {
+    for mm in p.mms.iter().skip(1) {
         assert_eq!(mm.vmas.len(), 1);
         assert_eq!(
             (mm.vmas[0].start, mm.vmas[0].end),

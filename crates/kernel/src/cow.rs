@@ -1,0 +1,283 @@
+//! A vector whose elements are shared copy-on-write between clones, each
+//! with its hash cached.
+//!
+//! Model machinery, not a model of anything in the kernel. The checker
+//! clones a world for every transition and fingerprints every successor;
+//! a step changes one or two CPUs, tasks or mms. With `World::cpus`,
+//! `tasks` and `mms` in a [`CowVec`], a clone copies one pointer per
+//! element, a step copies only the elements it takes `&mut` of, and the
+//! fingerprint rehashes only those (the others keep the hash cached in
+//! their shared slot). The simulator has one world: its elements are never
+//! shared and `&mut` access costs a relaxed load and a store.
+
+use rustc_hash::FxHasher;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::ops::{Index, IndexMut};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// One element and the hash of its value (0: not computed since the last change).
+pub struct Slot<T> {
+    val: T,
+    digest: AtomicU64,
+}
+
+impl<T: Clone> Clone for Slot<T> {
+    fn clone(&self) -> Self {
+        Slot {
+            val: self.val.clone(),
+            digest: AtomicU64::new(self.digest.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// A `Vec<T>` whose clones share their elements until one is changed.
+pub struct CowVec<T> {
+    items: Vec<Arc<Slot<T>>>,
+}
+
+impl<T> CowVec<T> {
+    pub fn new() -> Self {
+        CowVec { items: Vec::new() }
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn push(&mut self, val: T) {
+        self.items.push(Arc::new(Slot {
+            val,
+            digest: AtomicU64::new(0),
+        }));
+    }
+
+    pub fn get(&self, i: usize) -> Option<&T> {
+        self.items.get(i).map(|s| &s.val)
+    }
+
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &T> + ExactSizeIterator + Clone {
+        self.items.iter().map(|s| &s.val)
+    }
+
+    pub fn last(&self) -> Option<&T> {
+        self.items.last().map(|s| &s.val)
+    }
+}
+
+impl<T: Clone> CowVec<T> {
+    pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        self.items.get_mut(i).map(unshare)
+    }
+
+    /// Every element mutably: each shared one is copied first.
+    pub fn iter_mut(&mut self) -> impl DoubleEndedIterator<Item = &mut T> + ExactSizeIterator {
+        self.items.iter_mut().map(unshare)
+    }
+}
+
+/// The value of `slot`, copied first if a clone shares it; its cached
+/// hash is dropped (the caller may change it).
+#[inline(always)]
+fn unshare<T: Clone>(slot: &mut Arc<Slot<T>>) -> &mut T {
+    let s = if Arc::strong_count(slot) == 1 {
+        // SAFETY: this is the only Arc and no Weak exists (none is ever
+        // made: the slots are private to this module), and `&mut slot`
+        // keeps it so while the borrow lives: nothing else can reach the
+        // value. (`Arc::make_mut` does the same after an atomic
+        // compare-exchange, which the simulator would pay on every `&mut`
+        // access.) The fence orders this after the last use by a clone
+        // dropped on another thread.
+        std::sync::atomic::fence(Ordering::Acquire);
+        unsafe { &mut *(Arc::as_ptr(slot) as *mut Slot<T>) }
+    } else {
+        copy(slot)
+    };
+    *s.digest.get_mut() = 0;
+    &mut s.val
+}
+
+/// A private copy of a shared slot (the checker's clones only).
+#[cold]
+#[inline(never)]
+fn copy<T: Clone>(slot: &mut Arc<Slot<T>>) -> &mut Slot<T> {
+    Arc::make_mut(slot)
+}
+
+impl<T> Default for CowVec<T> {
+    fn default() -> Self {
+        CowVec::new()
+    }
+}
+
+impl<T> Clone for CowVec<T> {
+    fn clone(&self) -> Self {
+        CowVec {
+            items: self.items.clone(),
+        }
+    }
+}
+
+impl<T> Index<usize> for CowVec<T> {
+    type Output = T;
+    #[inline]
+    fn index(&self, i: usize) -> &T {
+        &self.items[i].val
+    }
+}
+
+impl<T: Clone> IndexMut<usize> for CowVec<T> {
+    #[inline]
+    fn index_mut(&mut self, i: usize) -> &mut T {
+        unshare(&mut self.items[i])
+    }
+}
+
+impl<T> FromIterator<T> for CowVec<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(it: I) -> Self {
+        let mut v = CowVec::new();
+        for x in it {
+            v.push(x);
+        }
+        v
+    }
+}
+
+impl<T> From<Vec<T>> for CowVec<T> {
+    fn from(v: Vec<T>) -> Self {
+        v.into_iter().collect()
+    }
+}
+
+impl<'a, T> IntoIterator for &'a CowVec<T> {
+    type Item = &'a T;
+    type IntoIter = std::iter::Map<std::slice::Iter<'a, Arc<Slot<T>>>, fn(&Arc<Slot<T>>) -> &T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.iter().map(|s| &s.val)
+    }
+}
+
+impl<'a, T: Clone> IntoIterator for &'a mut CowVec<T> {
+    type Item = &'a mut T;
+    type IntoIter =
+        std::iter::Map<std::slice::IterMut<'a, Arc<Slot<T>>>, fn(&mut Arc<Slot<T>>) -> &mut T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.iter_mut().map(unshare)
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for CowVec<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<T: PartialEq> PartialEq for CowVec<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len()
+            && self
+                .items
+                .iter()
+                .zip(&other.items)
+                .all(|(a, b)| Arc::ptr_eq(a, b) || a.val == b.val)
+    }
+}
+
+impl<T: Eq> Eq for CowVec<T> {}
+
+/// The length, then each element's hash (an `FxHasher` over its value),
+/// cached in its slot until the element is next taken `&mut`.
+impl<T: Hash> Hash for CowVec<T> {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_usize(self.items.len());
+        for s in &self.items {
+            h.write_u64(digest(s));
+        }
+    }
+}
+
+/// One value shared copy-on-write between clones, its hash cached: for
+/// the large parts of a world that most steps do not change (the kernel
+/// configuration, physical memory).
+pub struct CowBox<T> {
+    slot: Arc<Slot<T>>,
+}
+
+impl<T> CowBox<T> {
+    pub fn new(val: T) -> Self {
+        CowBox {
+            slot: Arc::new(Slot {
+                val,
+                digest: AtomicU64::new(0),
+            }),
+        }
+    }
+}
+
+impl<T> From<T> for CowBox<T> {
+    fn from(val: T) -> Self {
+        CowBox::new(val)
+    }
+}
+
+impl<T> Clone for CowBox<T> {
+    fn clone(&self) -> Self {
+        CowBox {
+            slot: self.slot.clone(),
+        }
+    }
+}
+
+impl<T> std::ops::Deref for CowBox<T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.slot.val
+    }
+}
+
+impl<T: Clone> std::ops::DerefMut for CowBox<T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        unshare(&mut self.slot)
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for CowBox<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.slot.val.fmt(f)
+    }
+}
+
+impl<T: PartialEq> PartialEq for CowBox<T> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.slot, &other.slot) || self.slot.val == other.slot.val
+    }
+}
+
+impl<T: Eq> Eq for CowBox<T> {}
+
+/// The value's hash (an `FxHasher` over it), cached until it is next taken `&mut`.
+impl<T: Hash> Hash for CowBox<T> {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_u64(digest(&self.slot));
+    }
+}
+
+/// The cached hash of a slot's value (never 0), computed if it is not.
+#[inline]
+fn digest<T: Hash>(s: &Slot<T>) -> u64 {
+    let mut d = s.digest.load(Ordering::Relaxed);
+    if d == 0 {
+        let mut fx = FxHasher::default();
+        s.val.hash(&mut fx);
+        d = fx.finish() | 1;
+        s.digest.store(d, Ordering::Relaxed);
+    }
+    d
+}
