@@ -1382,14 +1382,9 @@ fn pt_reclaim_lazy(s: &Scenario) -> Result<World, Error> {
 /// (its PTE table freed through `tlb_remove_table`'s RCU path) and faults
 /// a page back; CPU1 GUP-fasts two pages of the range with IRQs off.
 fn pt_reclaim_vs_gup(s: &Scenario) -> Result<World, Error> {
-    let mut w = World::new(s)?;
-    let mm = w.mm_alloc()?;
     let len = machine::HPAGE_SIZE;
-    w.add_vma(mm, P, len);
-    kernel::mm::memory::populate_range(&mut w, mm, P, P + 2 * PAGE_SIZE)?;
-    w.spawn(
-        mm,
-        0,
+    range_vs_gup(
+        s,
         vec![
             UserOp::MadviseDontneed { start: P, len },
             UserOp::Touch {
@@ -1398,23 +1393,7 @@ fn pt_reclaim_vs_gup(s: &Scenario) -> Result<World, Error> {
             },
             UserOp::Exit,
         ],
-        true,
-    );
-    w.spawn(
-        mm,
-        1,
-        vec![
-            UserOp::GupFast {
-                base: P,
-                span: 2,
-                pages: 2,
-                stride: 1,
-            },
-            UserOp::Exit,
-        ],
-        true,
-    );
-    Ok(w)
+    )
 }
 
 /// `madvise_race` with `MADV_PAGEOUT`: CPU0 writes P and pages it out
@@ -1438,17 +1417,18 @@ fn pageout_race(s: &Scenario) -> Result<World, Error> {
 /// frees its PTE table); CPU1, a thread of the same mm, GUP-fasts two of
 /// its pages with IRQs off.
 fn munmap_vs_gup(s: &Scenario) -> Result<World, Error> {
+    let len = machine::HPAGE_SIZE;
+    range_vs_gup(s, vec![UserOp::Munmap { start: P, len }, UserOp::Exit])
+}
+
+/// A 2 MiB VMA at P with its first two pages populated; CPU0 runs `prog`,
+/// CPU1 (a thread of the same mm) GUP-fasts those two pages with IRQs off.
+fn range_vs_gup(s: &Scenario, prog: Vec<UserOp>) -> Result<World, Error> {
     let mut w = World::new(s)?;
     let mm = w.mm_alloc()?;
-    let len = machine::HPAGE_SIZE;
-    w.add_vma(mm, P, len);
+    w.add_vma(mm, P, machine::HPAGE_SIZE);
     kernel::mm::memory::populate_range(&mut w, mm, P, P + 2 * PAGE_SIZE)?;
-    w.spawn(
-        mm,
-        0,
-        vec![UserOp::Munmap { start: P, len }, UserOp::Exit],
-        true,
-    );
+    w.spawn(mm, 0, prog, true);
     w.spawn(
         mm,
         1,
