@@ -22,8 +22,15 @@ const Q: u64 = P + 2 * HPAGE_SIZE;
 /// CPU0 MADV_COLLAPSEs `[P, P + 2 MiB)` (populated but for its last
 /// page); CPU1 runs `other`. A second, empty VMA at `Q`.
 fn world(other: Vec<UserOp>) -> (World, MmId) {
+    world_with(&[], other)
+}
+
+fn world_with(sets: &[&str], other: Vec<UserOp>) -> (World, MmId) {
     let mut s = Scenario::default();
     s.machine.cpus = 2;
+    for kv in sets {
+        s.set(kv).unwrap();
+    }
     let mut w = World::new(&s).unwrap();
     let mm = w.mm_alloc().unwrap();
     w.add_vma(mm, P, HPAGE_SIZE);
@@ -148,14 +155,15 @@ fn a_fault_in_another_vma_runs_under_its_vma_lock() {
 /// lock: the collapse (scanned, `mmap_write_lock` taken: the madvise holds
 /// no `mmap_lock`) sleeps before clearing the PMD until the zap is over.
 /// The old model's madvise took no lock, so the collapse cleared the PMD
-/// under the zap.
+/// under the zap. PT_RECLAIM is off: with it the zap's first step frees
+/// the PTE table (next test).
 #[test]
 fn collapse_waits_for_a_madvise_holding_the_vma_read_lock() {
     let zap = UserOp::MadviseDontneed {
         start: P,
         len: HPAGE_SIZE,
     };
-    let (mut w, mm) = world(vec![zap, UserOp::Exit]);
+    let (mut w, mm) = world_with(&["mm.pt_reclaim=off"], vec![zap, UserOp::Exit]);
     let before = pmd(&w, mm, P);
     // madvise_lock + the first zap_pte_range step.
     drive(&mut w, |c, _| c == 1, |w| w.mms[1].vmas[0].vm_readers == 1);
@@ -175,6 +183,31 @@ fn collapse_waits_for_a_madvise_holding_the_vma_read_lock() {
     assert!(w.violations.is_empty());
     assert_eq!(w.counters.collapses, 1);
     assert!(pte::huge(pmd(&w, mm, P)));
+}
+
+/// With PT_RECLAIM (x86's default) the same `MADV_DONTNEED` zaps the
+/// whole PTE table in its first step and frees it (PMD cleared, table
+/// gathered with `freed_tables`): the collapse's scan finds no table
+/// (`SCAN_PMD_NULL`, -EINVAL) and never takes `mmap_write_lock`.
+#[test]
+fn with_pt_reclaim_the_madvise_frees_the_table_the_collapse_wanted() {
+    let zap = UserOp::MadviseDontneed {
+        start: P,
+        len: HPAGE_SIZE,
+    };
+    let (mut w, mm) = world(vec![zap, UserOp::Exit]);
+    drive(&mut w, |c, _| c == 1, |w| w.mms[1].vmas[0].vm_readers == 1);
+    assert_eq!(pmd(&w, mm, P), 0, "PT_RECLAIM cleared the PMD");
+    run_alone(&mut w, 0);
+    assert!(exited(&w, 0));
+    assert_eq!(w.counters.collapses, 0);
+    let pmd_null = ScanResult::ALL
+        .iter()
+        .position(|&r| r == ScanResult::PmdNull);
+    assert_eq!(w.counters.collapse_fail[pmd_null.unwrap()], 1);
+    assert_eq!(w.tasks[0].us.ret, -EINVAL);
+    drive(&mut w, |_, _| true, |w| exited(w, 1));
+    assert!(w.violations.is_empty());
 }
 
 /// munmap downgrades to a reader while it zaps: the collapse scans (a
