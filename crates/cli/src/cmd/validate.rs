@@ -52,12 +52,18 @@ fn print_checks(source: &str, rows: &[tlblab::calibrate::Check]) -> bool {
         "metric", source, "model", "ratio", "within"
     );
     for r in rows {
+        let ratio = r.model / r.host.max(1e-12);
+        let (h, m) = (r.host, r.model);
+        if r.tolerance.is_infinite() {
+            println!(
+                "{:<32} {h:>12.4} {m:>12.4} {ratio:>8.3}     (info)",
+                r.metric
+            );
+            continue;
+        }
         println!(
-            "{:<32} {:>12.4} {:>12.4} {:>8.3} {:>9.0}% {}",
+            "{:<32} {h:>12.4} {m:>12.4} {ratio:>8.3} {:>9.0}% {}",
             r.metric,
-            r.host,
-            r.model,
-            r.model / r.host.max(1e-12),
             r.tolerance * 100.0,
             if r.ok() { "ok" } else { "OUT" }
         );
