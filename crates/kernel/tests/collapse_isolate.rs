@@ -196,5 +196,57 @@ fn skipping_the_refcount_check_is_caught() {
     assert_eq!(w.counters.collapses, 1);
     assert_eq!(w.violations.len(), 1);
     assert_eq!(w.violations[0].invariant, 9);
-    assert!(w.violations[0].what.contains("still pins it"));
+    // The report names the pinner: CPU1's task (id 1), not "a task".
+    assert!(
+        w.violations[0].what.contains("task 1 still pins it"),
+        "{}",
+        w.violations[0].what
+    );
+}
+
+/// Drive as `drive` does, adding up the charges of `class` on the way.
+fn charged(
+    w: &mut World,
+    class: machine::Cost,
+    allow: impl Fn(CpuId, StepKind) -> bool,
+    done: impl Fn(&World) -> bool,
+) -> u32 {
+    let (mut en, mut fx, mut n) = (Vec::new(), Effects::default(), 0);
+    while !done(w) {
+        w.enabled(&mut en);
+        let &(c, k) = en.iter().find(|&&(c, k)| allow(c, k)).expect("not stuck");
+        fx.clear();
+        w.step(c, k, &mut fx);
+        n += fx
+            .charges
+            .iter()
+            .map(|ch| match ch {
+                kernel::effects::Charge::Cost(c, k) if *c == class => *k,
+                _ => 0,
+            })
+            .sum::<u32>();
+    }
+    n
+}
+
+/// A scan stopped by a pin is priced as the PTE walk alone
+/// (`collapse_scan`); any other attempt as the fitted set-up
+/// (`collapse_setup`, scan + allocation + locks), once each.
+#[test]
+fn a_scan_stopped_by_a_pin_costs_the_walk_not_the_set_up() {
+    use machine::Cost::{CollapseScan, CollapseSetup};
+    for (class, pinned, want) in [
+        (CollapseScan, true, 1),
+        (CollapseSetup, true, 0),
+        (CollapseScan, false, 0),
+        (CollapseSetup, false, 1),
+    ] {
+        let (mut w, _) = world(&[]);
+        if pinned {
+            drive(&mut w, |_, c, _| c == 1, |w| !w.tasks[1].pins.is_empty());
+        }
+        let cpu0 = |c, k| c == 0 || k == StepKind::TakeIrq;
+        let n = charged(&mut w, class, cpu0, |w| exited(w, 0));
+        assert_eq!(n, want, "{class:?}, pinned {pinned}");
+    }
 }
