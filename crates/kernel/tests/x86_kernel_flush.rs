@@ -216,3 +216,53 @@ fn tlbbatch_flush_with_invlpgb_broadcasts() {
     assert_eq!(w.counters.ipis_sent, 0);
     assert!(!f.batch.unmapped_pages);
 }
+
+/// Past the ceiling every target runs `do_flush_tlb_all`: the whole TLB,
+/// global kernel entries included, one `full_flushes` each (4 CPUs).
+#[test]
+fn past_the_ceiling_every_cpu_drops_every_entry() {
+    let mut w = world(&[]);
+    let t = w.spawn(INIT_MM, 0, vec![], false);
+    for c in 0..4 {
+        kernel_entry(&mut w, c, KVA + 40 * PAGE_SIZE);
+    }
+    let (_, flow) = kernel_flush(&mut w, t, 34);
+    let mut call = smp_call(flow);
+    let mut fx = Effects::default();
+    assert!(matches!(call.step(&mut w, 0, &mut fx), Flow::Block));
+    for c in 1..4u16 {
+        sysvec_call_function(&mut w, c, &mut fx);
+    }
+    for c in 0..4 {
+        let tlb = &mut w.cpus[c].tlb;
+        assert!(tlb.lookup(KERNEL_TAG, KVA + 40 * PAGE_SIZE).is_none());
+    }
+    assert_eq!(w.counters.full_flushes, 4);
+    assert_eq!(w.counters.invlpg, 0);
+}
+
+/// With INVLPGB the kernel range is broadcast, no IPI: one INVLPGB per
+/// `INVLPGB_COUNT_MAX` (8) pages, rounded up (33 pages: 5), then one
+/// TLBSYNC; past the ceiling one INVLPGB for everything. Every CPU drops
+/// the range's global entries and keeps the others.
+#[test]
+fn invlpgb_flushes_the_kernel_range_without_ipis() {
+    for (pages, invlpgb) in [(1u64, 1u64), (8, 1), (9, 2), (33, 5), (34, 1)] {
+        let mut w = world(&["x86.invlpgb=true"]);
+        let t = w.spawn(INIT_MM, 0, vec![], false);
+        for c in 0..4 {
+            kernel_entry(&mut w, c, KVA);
+            kernel_entry(&mut w, c, KVA + 40 * PAGE_SIZE);
+        }
+        let (_, flow) = kernel_flush(&mut w, t, pages);
+        assert!(matches!(flow, Flow::Yield), "{pages} pages");
+        assert_eq!(w.counters.ipis_sent, 0);
+        assert_eq!((w.counters.invlpgb, w.counters.tlbsync), (invlpgb, 1));
+        for c in 0..4 {
+            let tlb = &mut w.cpus[c].tlb;
+            assert!(tlb.lookup(KERNEL_TAG, KVA).is_none(), "{pages} pages");
+            let kept = tlb.lookup(KERNEL_TAG, KVA + 40 * PAGE_SIZE).is_some();
+            assert_eq!(kept, pages < 34, "{pages} pages");
+        }
+    }
+}
