@@ -45,6 +45,16 @@ fn world_with(sets: &[&str], other: Vec<UserOp>) -> (World, MmId) {
     (w, mm)
 }
 
+/// The collapse ended with one `SCAN_PMD_NULL` and `MADV_COLLAPSE`
+/// returned -EINVAL.
+fn assert_failed_pmd_null(w: &World) {
+    let pmd_null = ScanResult::ALL
+        .iter()
+        .position(|&r| r == ScanResult::PmdNull);
+    assert_eq!(w.counters.collapse_fail[pmd_null.unwrap()], 1);
+    assert_eq!(w.tasks[0].us.ret, -EINVAL);
+}
+
 fn drive(w: &mut World, allow: impl Fn(CpuId, StepKind) -> bool, done: impl Fn(&World) -> bool) {
     let (mut en, mut fx) = (Vec::new(), Effects::default());
     for _ in 0..10_000 {
@@ -201,11 +211,7 @@ fn with_pt_reclaim_the_madvise_frees_the_table_the_collapse_wanted() {
     run_alone(&mut w, 0);
     assert!(exited(&w, 0));
     assert_eq!(w.counters.collapses, 0);
-    let pmd_null = ScanResult::ALL
-        .iter()
-        .position(|&r| r == ScanResult::PmdNull);
-    assert_eq!(w.counters.collapse_fail[pmd_null.unwrap()], 1);
-    assert_eq!(w.tasks[0].us.ret, -EINVAL);
+    assert_failed_pmd_null(&w);
     drive(&mut w, |_, _| true, |w| exited(w, 1));
     assert!(w.violations.is_empty());
 }
@@ -235,11 +241,7 @@ fn munmap_keeps_the_collapse_out_until_it_is_done() {
     drive(&mut w, |_, _| true, |w| exited(w, 0));
     assert!(w.violations.is_empty());
     assert_eq!(w.counters.collapses, 0);
-    let pmd_null = ScanResult::ALL
-        .iter()
-        .position(|&r| r == ScanResult::PmdNull);
-    assert_eq!(w.counters.collapse_fail[pmd_null.unwrap()], 1);
-    assert_eq!(w.tasks[0].us.ret, -EINVAL);
+    assert_failed_pmd_null(&w);
 }
 
 /// A munmap entered while the collapse holds `mmap_write_lock` sleeps in
