@@ -173,6 +173,7 @@ fn tlbbatch_flush_ipis_the_collected_mask() {
     assert_eq!(call.mask.iter().collect::<Vec<_>>(), [0, 2]);
     assert_eq!(call.cond, Cond::ShouldFlushTlb);
     assert!(f.batch.cpumask.is_empty(), "cpumask_clear(&batch->cpumask)");
+    assert_eq!(w.counters.tlbbatch_flushes, 1);
     let info = *w.flush_info(f.info.unwrap());
     assert_eq!((info.mm, info.end), (None, TLB_FLUSH_ALL));
     assert!(!info.freed_tables);
@@ -265,4 +266,26 @@ fn invlpgb_flushes_the_kernel_range_without_ipis() {
             assert_eq!(kept, pages < 34, "{pages} pages");
         }
     }
+}
+
+/// After the targets ran it, `put_flush_tlb_info` frees the per-CPU
+/// struct and `guard(preempt)` ends: preemptible again, and the next
+/// flush from this CPU can take the struct.
+#[test]
+fn done_frees_the_info_and_ends_the_preempt_guard() {
+    let mut w = world(&[]);
+    let t = w.spawn(INIT_MM, 0, vec![], false);
+    let (mut f, flow) = kernel_flush(&mut w, t, 2);
+    assert!(w.cpus[0].flush_info_busy);
+    let mut call = smp_call(flow);
+    let mut fx = Effects::default();
+    assert!(matches!(call.step(&mut w, 0, &mut fx), Flow::Block));
+    for c in 1..4u16 {
+        sysvec_call_function(&mut w, c, &mut fx);
+    }
+    assert!(matches!(call.step(&mut w, 0, &mut fx), Flow::Return));
+    assert!(matches!(f.step(&mut w, 0, t, &mut fx), Flow::Return));
+    assert_eq!(w.cpus[0].preempt_count, 0);
+    assert!(!w.cpus[0].flush_info_busy);
+    assert_eq!(w.counters.kernel_range_flushes, 1);
 }
