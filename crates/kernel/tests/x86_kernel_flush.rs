@@ -253,6 +253,7 @@ fn invlpgb_flushes_the_kernel_range_without_ipis() {
         let t = w.spawn(INIT_MM, 0, vec![], false);
         for c in 0..4 {
             kernel_entry(&mut w, c, KVA);
+            kernel_entry(&mut w, c, KVA + 8 * PAGE_SIZE);
             kernel_entry(&mut w, c, KVA + 40 * PAGE_SIZE);
         }
         let (_, flow) = kernel_flush(&mut w, t, pages);
@@ -262,6 +263,8 @@ fn invlpgb_flushes_the_kernel_range_without_ipis() {
         for c in 0..4 {
             let tlb = &mut w.cpus[c].tlb;
             assert!(tlb.lookup(KERNEL_TAG, KVA).is_none(), "{pages} pages");
+            let ninth = tlb.lookup(KERNEL_TAG, KVA + 8 * PAGE_SIZE).is_some();
+            assert_eq!(ninth, pages < 9, "{pages} pages: the 9th page");
             let kept = tlb.lookup(KERNEL_TAG, KVA + 40 * PAGE_SIZE).is_some();
             assert_eq!(kept, pages < 34, "{pages} pages");
         }
