@@ -440,7 +440,7 @@ fn collapse_rows(profile: &CostProfile, ncpu: usize) -> Result<Vec<Check>, Error
             tolerance: COUNT_TOLERANCE,
         },
         // The validation proper: how time falls with the pages present,
-        // free of the host's drift (both hosts figures from one window).
+        // free of the host's drift (both host figures from one window).
         Check {
             metric: "MADV_COLLAPSE 1/2 present / all".into(),
             host: t[1] / t[0],
