@@ -69,6 +69,57 @@ pub fn run(size: u64, rounds: u64) -> Result<HostReport, Error> {
 /// `stride`-th 4 KiB page (`MADV_COLLAPSE` ignores `max_ptes_none`: the
 /// collapse copies the present pages and zero-fills the others).
 pub fn run_strided(size: u64, rounds: u64, stride: u32) -> Result<HostReport, Error> {
+    check_args(size, stride)?;
+    std::thread::spawn(move || {
+        crate::madvise::pin(0)?;
+        pinned(size as usize, rounds, stride as usize)
+    })
+    .join()
+    .map_err(|_| Error::Unsupported("the benchmark thread panicked".into()))?
+}
+
+/// Median µs per 2 MiB of `rounds` rounds at each population (every
+/// `strides[i]`-th page present), the populations taken in turn (round r
+/// of each before round r + 1) after one unrecorded round: this host's
+/// collapse time drifts within minutes, and populations measured one
+/// after the other would differ by the drift; measured in turn, they
+/// share it.
+pub fn medians_in_turn(size: u64, rounds: u64, strides: &[u32]) -> Result<Vec<f64>, Error> {
+    if rounds == 0 || strides.is_empty() {
+        return Err(Error::Range(
+            "collapse medians need at least one round and one population".into(),
+        ));
+    }
+    for &stride in strides {
+        check_args(size, stride)?;
+    }
+    let strides = strides.to_vec();
+    std::thread::spawn(move || {
+        crate::madvise::pin(0)?;
+        let (len, always, rows) = (size as usize, thp_always(), ["TLB", "CAL", "RES"]);
+        let extents = (len / HPAGE) as f64;
+        // The unrecorded first round, as in `pinned`.
+        round(len, strides[0] as usize, always, &rows)?;
+        let mut us = vec![Vec::new(); strides.len()];
+        for _ in 0..rounds {
+            for (u, &stride) in us.iter_mut().zip(&strides) {
+                let (ns, ..) = round(len, stride as usize, always, &rows)?;
+                u.push(ns as f64 / extents / 1000.0);
+            }
+        }
+        Ok(us
+            .into_iter()
+            .map(|mut u| {
+                u.sort_by(f64::total_cmp);
+                u[u.len() / 2]
+            })
+            .collect())
+    })
+    .join()
+    .map_err(|_| Error::Unsupported("the benchmark thread panicked".into()))?
+}
+
+fn check_args(size: u64, stride: u32) -> Result<(), Error> {
     if size == 0 || !size.is_multiple_of(HPAGE as u64) || size > 1 << 30 {
         return Err(Error::Range(format!(
             "collapse size {size} (a multiple of 2MiB, at most 1GiB)"
@@ -79,12 +130,7 @@ pub fn run_strided(size: u64, rounds: u64, stride: u32) -> Result<HostReport, Er
             "collapse populate stride {stride} (allowed 1..=512 pages)"
         )));
     }
-    std::thread::spawn(move || {
-        crate::madvise::pin(0)?;
-        pinned(size as usize, rounds, stride as usize)
-    })
-    .join()
-    .map_err(|_| Error::Unsupported("the benchmark thread panicked".into()))?
+    Ok(())
 }
 
 fn pinned(len: usize, rounds: u64, stride: usize) -> Result<HostReport, Error> {

@@ -1402,14 +1402,7 @@ fn pt_reclaim_vs_gup(s: &Scenario) -> Result<World, Error> {
 fn pageout_race(s: &Scenario) -> Result<World, Error> {
     let mut w = madvise_race(s)?;
     let t = &mut w.tasks[0];
-    t.prog = t
-        .prog
-        .iter()
-        .map(|op| match *op {
-            UserOp::MadviseDontneed { start, len } => UserOp::MadvisePageout { start, len },
-            ref other => other.clone(),
-        })
-        .collect();
+    t.prog = kernel::user::pageout_instead_of_dontneed(&t.prog);
     Ok(w)
 }
 

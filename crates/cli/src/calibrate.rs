@@ -305,27 +305,13 @@ fn fit_collapse(p: &mut CostProfile, ncpu: usize, kernel: &str) -> Result<Vec<Ro
 }
 
 /// Host µs per 2 MiB of `MADV_COLLAPSE` over `mib` MiB at each population
-/// (every `stride`-th page present): the median of `COLLAPSE_ROUNDS`
-/// rounds each, taken in turn (round r of every population before round
-/// r + 1). This host's collapse time drifts by a third within minutes
-/// (THP allocation on a shared VM: medians of 250 and of 330 us a quarter
-/// of an hour apart, and 340 -> 270 us between a calibrate and the
-/// validate after it), so populations measured one after the other would
-/// differ by the drift; measured in turn, they share it.
+/// (every `stride`-th page present), `COLLAPSE_ROUNDS` rounds each taken in
+/// turn (`bench::collapse::medians_in_turn`). This host's collapse time
+/// drifts by a third within minutes (THP allocation on a shared VM:
+/// medians of 250 and of 330 us a quarter of an hour apart, and 340 -> 270
+/// us between a calibrate and the validate after it).
 fn host_collapse_medians(mib: u64, strides: &[u32]) -> Result<Vec<f64>, Error> {
-    let mut rounds = vec![Vec::new(); strides.len()];
-    for _ in 0..COLLAPSE_ROUNDS {
-        for (r, &stride) in rounds.iter_mut().zip(strides) {
-            r.push(bench::collapse::run_strided(mib << 20, 1, stride)?.us_per_op_median());
-        }
-    }
-    Ok(rounds
-        .into_iter()
-        .map(|mut r| {
-            r.sort_by(f64::total_cmp);
-            r[r.len() / 2]
-        })
-        .collect())
+    bench::collapse::medians_in_turn(mib << 20, COLLAPSE_ROUNDS, strides)
 }
 
 /// Model µs per 2 MiB extent of one `MADV_COLLAPSE` call over `mib` MiB at

@@ -101,6 +101,17 @@ pub enum UserOp {
     MadvisePageout { start: u64, len: u64 },
 }
 
+/// The same program with every `MADV_DONTNEED` turned into `MADV_PAGEOUT`
+/// (a madvise workload or check world reused for reclaim's batched flush).
+pub fn pageout_instead_of_dontneed(prog: &[UserOp]) -> std::sync::Arc<[UserOp]> {
+    prog.iter()
+        .map(|op| match *op {
+            UserOp::MadviseDontneed { start, len } => UserOp::MadvisePageout { start, len },
+            ref other => other.clone(),
+        })
+        .collect()
+}
+
 /// An op id no measurement uses: a `ClockNanosleep` with it only paces.
 pub const NO_OP: u16 = u16::MAX;
 

@@ -123,13 +123,6 @@ fn build_pageout(s: &Scenario, w: &mut World) -> Result<(), Error> {
         *name = "madvise_pageout".to_string();
     }
     let t = &mut w.tasks[0];
-    t.prog = t
-        .prog
-        .iter()
-        .map(|op| match *op {
-            UserOp::MadviseDontneed { start, len } => UserOp::MadvisePageout { start, len },
-            ref other => other.clone(),
-        })
-        .collect();
+    t.prog = kernel::user::pageout_instead_of_dontneed(&t.prog);
     Ok(())
 }
