@@ -225,20 +225,9 @@ pub fn run_with_profile(
     let expected: u64 =
         world.tasks.iter().filter(|t| t.measured).count() as u64 * s.workload.iterations;
     let sopts = SimOptions {
-        max_time_ns: s.machine.max_sim_time_ms * 1_000_000,
         stop_on_violation: opts.stop_on_violation,
-        jitter_pct: s.machine.jitter_pct,
-        seed: s.seed,
-        nmi_hz: s.machine.nmi_hz,
-        smi_hz: s.machine.smi_hz,
-        smi_ns: s.machine.smi_us as u64 * 1000,
-        vcpu_run_ns: s.x86.vcpu_run_us as u64 * 1000,
-        vcpu_preempt_ns: s.x86.vcpu_preempt_us as u64 * 1000,
-        timeslice_ns: s.machine.timeslice_us as u64 * 1000,
-        migrate_pct: s.machine.migrate_pct,
-        irqoff_hz: s.machine.irqoff_hz,
-        irqoff_long_pct: s.machine.irqoff_long_pct,
         trace_depth: opts.trace,
+        ..SimOptions::for_scenario(s)
     };
     let replay_profile = profile.clone();
     let mut sim = Sim::new(world, profile, sopts.clone());

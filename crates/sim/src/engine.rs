@@ -1,6 +1,7 @@
 //! The event loop.
 
 use crate::cache::CacheModel;
+use crate::queue::key;
 use hdrhistogram::Histogram;
 use kernel::effects::Charge;
 use kernel::world::StepKind;
@@ -48,8 +49,8 @@ struct Ev {
 /// Events leave the queue by time, then in the order they were pushed.
 impl crate::queue::Keyed for Ev {
     #[inline]
-    fn key(&self) -> (u64, u64) {
-        (self.time, self.seq)
+    fn key(&self) -> u128 {
+        crate::queue::key(self.time, self.seq)
     }
 }
 
@@ -95,6 +96,9 @@ pub struct SimOptions {
     /// IRQ-off windows per second per CPU, and the share (%) from the long tail.
     pub irqoff_hz: u32,
     pub irqoff_long_pct: u32,
+    /// The engine without its shortcuts (every wake-up through the heap):
+    /// the reference the shortcuts are tested against, result for result.
+    pub reference: bool,
 }
 
 impl Default for SimOptions {
@@ -114,6 +118,29 @@ impl Default for SimOptions {
             migrate_pct: 0,
             irqoff_hz: 0,
             irqoff_long_pct: 0,
+            reference: false,
+        }
+    }
+}
+
+impl SimOptions {
+    /// The options a scenario sets (time limit, seed, jitter, stalls, the
+    /// scheduler tick, IRQ-off windows); no tracing.
+    pub fn for_scenario(s: &machine::Scenario) -> SimOptions {
+        SimOptions {
+            max_time_ns: s.machine.max_sim_time_ms * 1_000_000,
+            jitter_pct: s.machine.jitter_pct,
+            seed: s.seed,
+            nmi_hz: s.machine.nmi_hz,
+            smi_hz: s.machine.smi_hz,
+            smi_ns: s.machine.smi_us as u64 * 1000,
+            vcpu_run_ns: s.x86.vcpu_run_us as u64 * 1000,
+            vcpu_preempt_ns: s.x86.vcpu_preempt_us as u64 * 1000,
+            timeslice_ns: s.machine.timeslice_us as u64 * 1000,
+            migrate_pct: s.machine.migrate_pct,
+            irqoff_hz: s.machine.irqoff_hz,
+            irqoff_long_pct: s.machine.irqoff_long_pct,
+            ..SimOptions::default()
         }
     }
 }
@@ -164,6 +191,11 @@ pub struct Sim {
     seq: u64,
     pub now: Time,
     scheduled: Vec<bool>,
+    /// Wake-ups sent to a CPU while it had a step pending, as (time, seq),
+    /// kept out of the heap ([`Sim::wake`]).
+    lazy_wakes: Vec<Vec<(Time, u64)>>,
+    /// The key of the event popped last.
+    last_key: u128,
     busy_until: Vec<Time>,
     /// An NMI handler occupies the CPU until then.
     stall_until: Vec<Time>,
@@ -192,6 +224,8 @@ pub struct Sim {
     pub events: u64,
     /// World steps run.
     pub steps: u64,
+    /// Of `events`, wake-ups that never entered the heap ([`Sim::wake`]).
+    pub lazy_wakes_settled: u64,
     op_begin: FxHashMap<(TaskId, u16), Time>,
     pub ops: Vec<OpStats>,
     trace: VecDeque<(Time, CpuId, Label)>,
@@ -250,6 +284,8 @@ impl Sim {
             seq: 0,
             now: 0,
             scheduled: vec![false; n],
+            lazy_wakes: vec![Vec::new(); n],
+            last_key: 0,
             busy_until: vec![0; n],
             stall_until: vec![0; n],
             irq_arrived: vec![false; n],
@@ -264,6 +300,7 @@ impl Sim {
             rng: machine::scenario::Rng::new(opts.seed ^ 0x7e57_1ab5),
             events: 0,
             steps: 0,
+            lazy_wakes_settled: 0,
             op_begin: FxHashMap::default(),
             ops: Vec::new(),
             trace: VecDeque::with_capacity(opts.trace_depth + 1),
@@ -326,6 +363,77 @@ impl Sim {
         });
     }
 
+    /// Something `cpu` may wait for happens at `at`: at that time, if the
+    /// CPU has no step pending, it gets one (`Kind::Wake`).
+    ///
+    /// A wake-up sent while the CPU has a step pending does nothing if it
+    /// still has one when the wake-up is due, which is the common case (an
+    /// unlock wakes every CPU of the mm, most of them running). Such a
+    /// wake-up is kept in `lazy_wakes` instead of the heap and settled when
+    /// the pending step runs ([`Sim::settle_wakes`]): the ones due before
+    /// it were no-ops and are only counted; if the CPU is left without a
+    /// step, the rest go into the heap with their sequence numbers. Events
+    /// leave in the same order and are counted the same as if every
+    /// wake-up went through the heap.
+    fn wake(&mut self, cpu: CpuId, at: Time) {
+        let c = cpu as usize;
+        if self.scheduled[c] && !self.opts.reference {
+            self.seq += 1;
+            self.lazy_wakes[c].push((at, self.seq));
+        } else {
+            self.push(at, cpu, Kind::Wake);
+        }
+    }
+
+    /// The step of `c` with key `k` just ran: count the lazy wake-ups due
+    /// before it (no-ops: a step was pending); if none is pending now, the
+    /// later ones become heap events.
+    fn settle_wakes(&mut self, c: usize, k: u128) {
+        let mut list = std::mem::take(&mut self.lazy_wakes[c]);
+        let pending = self.scheduled[c];
+        list.retain(|&(time, seq)| {
+            if key(time, seq) < k {
+                self.events += 1;
+                self.lazy_wakes_settled += 1;
+                false
+            } else if !pending {
+                self.heap.push(Ev {
+                    time,
+                    seq,
+                    cpu: c as CpuId,
+                    kind: Kind::Wake,
+                });
+                false
+            } else {
+                true
+            }
+        });
+        self.lazy_wakes[c] = list;
+    }
+
+    /// Lazy wake-ups the heap would have delivered before the run ended:
+    /// those due before the last event (`limit`: none after this time).
+    fn count_passed_wakes(&mut self, limit: Option<Time>) {
+        let k = self.last_key;
+        let n: usize = self
+            .lazy_wakes
+            .iter()
+            .map(|l| {
+                l.iter()
+                    .filter(|&&(t, s)| match limit {
+                        Some(max) => t <= max,
+                        None => key(t, s) < k,
+                    })
+                    .count()
+            })
+            .sum();
+        self.events += n as u64;
+        self.lazy_wakes_settled += n as u64;
+        for l in &mut self.lazy_wakes {
+            l.clear();
+        }
+    }
+
     fn schedule(&mut self, cpu: CpuId, time: Time) {
         if !self.scheduled[cpu as usize] {
             self.scheduled[cpu as usize] = true;
@@ -339,25 +447,33 @@ impl Sim {
         let mut tick = 0u32;
         loop {
             if self.world.measuring == 0 {
+                self.count_passed_wakes(None);
                 return End::Done;
             }
             if self.opts.stop_on_violation && !self.world.violations.is_empty() {
+                self.count_passed_wakes(None);
                 return End::Violation;
             }
             let Some(ev) = self.heap.pop() else {
+                self.count_passed_wakes(None);
                 return End::Stalled;
             };
             if ev.time > self.opts.max_time_ns {
                 self.now = self.opts.max_time_ns;
+                self.count_passed_wakes(Some(self.opts.max_time_ns));
                 return End::TimeLimit;
             }
             self.now = ev.time;
+            self.last_key = key(ev.time, ev.seq);
             self.events += 1;
             let c = ev.cpu as usize;
             match ev.kind {
                 Kind::Step => {
                     self.scheduled[c] = false;
                     self.exec(ev.cpu);
+                    if !self.lazy_wakes[c].is_empty() {
+                        self.settle_wakes(c, self.last_key);
+                    }
                 }
                 Kind::Irq => {
                     self.irq_arrived[c] = true;
@@ -555,7 +671,7 @@ impl Sim {
         }
         for &(t, m) in &fx.wakes {
             let at = now + self.at(m as usize);
-            self.push(at, t, Kind::Wake);
+            self.wake(t, at);
         }
         for &(s, m) in &fx.stats {
             let at = now + self.at(m as usize);
