@@ -186,8 +186,13 @@ pub fn load_profile(
 /// Wall-clock facts about a run (never part of the deterministic report).
 #[derive(Clone, Copy, Debug)]
 pub struct WallStats {
+    /// Wall-clock seconds of the event loop (`Sim::run`).
     pub seconds: f64,
+    /// CPU seconds of the event loop (the calling thread's).
+    pub cpu_seconds: f64,
     pub events: u64,
+    /// World steps run (events that ran model code).
+    pub steps: u64,
 }
 
 impl WallStats {
@@ -236,6 +241,7 @@ pub fn run_with_profile(
         .as_ref()
         .map(|(_, cap)| sim::chrome_trace::attach(&mut sim, *cap));
     let t0 = Instant::now();
+    let c0 = speed::thread_cpu();
     let mut bar: Option<indicatif::ProgressBar> = None;
     let show = opts.progress;
     let end = sim.run(|sim| {
@@ -268,7 +274,9 @@ pub fn run_with_profile(
     }
     let wall = WallStats {
         seconds: t0.elapsed().as_secs_f64(),
+        cpu_seconds: speed::thread_cpu() - c0,
         events: sim.events,
+        steps: sim.steps,
     };
     let mut report = Report::build(&sim, s.to_json(), end);
     if !report.violations.is_empty() {

@@ -76,7 +76,7 @@ fn cpu_seconds(who: libc::clockid_t) -> f64 {
     t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }
 
-fn thread_cpu() -> f64 {
+pub fn thread_cpu() -> f64 {
     cpu_seconds(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
@@ -118,33 +118,77 @@ pub fn bare_heap_rate(events: u64, cpus: usize) -> f64 {
     events as f64 / (thread_cpu() - t0).max(1e-9)
 }
 
-/// One scenario's row.
+/// One scenario's row: medians over `runs` runs, each followed by the
+/// bare loop over as many events (measured in turn, so that the machine's
+/// drift and load fall on both alike).
 #[derive(Clone, Debug, Serialize)]
 pub struct SimRow {
     pub scenario: String,
     pub cpus: u32,
     pub events: u64,
+    /// Events that ran model code (world steps); the rest are IPI
+    /// arrivals, wake-ups, timers and ticks.
+    pub steps: u64,
+    pub runs: usize,
+    /// CPU seconds of the whole run: build the world, simulate, report.
     pub cpu_seconds: f64,
+    /// CPU seconds of the event loop alone.
+    pub loop_cpu_seconds: f64,
+    /// Events per CPU second of the event loop.
     pub events_per_s: f64,
+    /// Events per CPU second of the whole run.
+    pub run_events_per_s: f64,
+    pub steps_per_s: f64,
     pub bare_events_per_s: f64,
-    /// Model cost per event in bare-heap events.
+    /// Model cost per event in bare-heap events (event loop).
     pub ratio: f64,
 }
 
-/// Simulate `name` and the bare loop over as many events.
+/// Runs of one scenario: until this much CPU time is spent, at least
+/// [`MIN_RUNS`] and at most [`MAX_RUNS`].
+const MIN_CPU_SECONDS: f64 = 1.0;
+const MIN_RUNS: usize = 3;
+const MAX_RUNS: usize = 25;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Simulate `name` (repeatedly) and the bare loop over as many events.
 pub fn sim_row(name: &str) -> Result<SimRow, Error> {
     let s = load_scenario(name)?;
-    let t0 = thread_cpu();
-    let (r, _) = run_scenario(&s, &RunOptions::default())?;
-    let secs = (thread_cpu() - t0).max(1e-9);
-    let rate = r.events as f64 / secs;
-    let bare = bare_heap_rate(r.events, s.machine.cpus as usize);
+    let (mut whole, mut inner, mut bare) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut events, mut steps, mut spent) = (0, 0, 0.0);
+    while whole.len() < MIN_RUNS || (spent < MIN_CPU_SECONDS && whole.len() < MAX_RUNS) {
+        let t0 = thread_cpu();
+        let (r, wall) = run_scenario(&s, &RunOptions::default())?;
+        let secs = (thread_cpu() - t0).max(1e-9);
+        (events, steps) = (r.events, wall.steps);
+        whole.push(secs);
+        inner.push(wall.cpu_seconds.max(1e-9));
+        bare.push(bare_heap_rate(r.events, s.machine.cpus as usize));
+        spent += secs;
+    }
+    let runs = whole.len();
+    let (cpu, looped, bare) = (median(whole), median(inner), median(bare));
+    let rate = events as f64 / looped;
     Ok(SimRow {
         scenario: name.to_string(),
         cpus: s.machine.cpus,
-        events: r.events,
-        cpu_seconds: secs,
+        events,
+        steps,
+        runs,
+        cpu_seconds: cpu,
+        loop_cpu_seconds: looped,
         events_per_s: rate,
+        run_events_per_s: events as f64 / cpu,
+        steps_per_s: steps as f64 / looped,
         bare_events_per_s: bare,
         ratio: bare / rate,
     })
@@ -259,19 +303,39 @@ fn print_tables(crow: &[CheckRow], srow: &[SimRow]) {
         println!();
     }
     println!(
-        "{:<24} {:>5} {:>10} {:>8} {:>12} {:>14} {:>7}",
-        "scenario", "cpus", "events", "cpu s", "events/cpu-s", "bare heap ev/s", "ratio"
+        "{:<24} {:>5} {:>10} {:>9} {:>4} {:>7} {:>7} {:>9} {:>9} {:>8} {:>9} {:>6}",
+        "scenario",
+        "cpus",
+        "events",
+        "steps",
+        "runs",
+        "run s",
+        "loop s",
+        "ev/cpu-s",
+        "run ev/s",
+        "steps/s",
+        "bare ev/s",
+        "ratio"
     );
     for r in srow {
         println!(
-            "{:<24} {:>5} {:>10} {:>8.2} {:>11.2}M {:>13.1}M {:>7.1}",
+            "{:<24} {:>5} {:>10} {:>9} {:>4} {:>7.3} {:>7.3} {:>8.2}M {:>8.2}M {:>7.2}M {:>8.1}M {:>6.2}",
             r.scenario,
             r.cpus,
             r.events,
+            r.steps,
+            r.runs,
             r.cpu_seconds,
+            r.loop_cpu_seconds,
             r.events_per_s / 1e6,
+            r.run_events_per_s / 1e6,
+            r.steps_per_s / 1e6,
             r.bare_events_per_s / 1e6,
             r.ratio
         );
     }
+    println!(
+        "(medians of `runs` runs; ev/cpu-s and ratio: the event loop; run s and run ev/s: \
+         the whole run, world build and report included)"
+    );
 }

@@ -292,7 +292,7 @@ impl Sim {
             tick_pending: vec![None; n],
             timer: vec![None; n],
             timer_due: vec![false; n],
-            cache: CacheModel::default(),
+            cache: CacheModel::new(n),
             fx: None,
             offsets: Vec::new(),
             scale: 1_000_000,
