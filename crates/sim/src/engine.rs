@@ -38,19 +38,61 @@ enum Kind {
     IrqOff,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Ev {
-    time: Time,
-    seq: u64,
-    cpu: CpuId,
-    kind: Kind,
+impl Kind {
+    const ALL: [Kind; 10] = [
+        Kind::Step,
+        Kind::Irq,
+        Kind::Wake,
+        Kind::Nmi,
+        Kind::Smi,
+        Kind::Preempt,
+        Kind::Resume,
+        Kind::Tick,
+        Kind::Timer,
+        Kind::IrqOff,
+    ];
 }
 
-/// Events leave the queue by time, then in the order they were pushed.
+/// An event, packed into its own queue key: time (64 bits), then the push
+/// sequence number (48), the CPU (12: `machine.cpus` <= 4096) and the kind
+/// (4). Events leave the queue by time, then in the order they were pushed
+/// (sequence numbers are unique, so the CPU and kind bits never decide),
+/// and the heap moves and compares one `u128` per entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Ev(u128);
+
+const SEQ_BITS: u32 = 48;
+
+impl Ev {
+    #[inline]
+    fn new(time: Time, seq: u64, cpu: CpuId, kind: Kind) -> Ev {
+        debug_assert!(seq < 1 << SEQ_BITS && cpu < 1 << 12);
+        Ev(key(time, seq << 16 | (cpu as u64) << 4 | kind as u64))
+    }
+    #[inline]
+    fn time(self) -> Time {
+        (self.0 >> 64) as Time
+    }
+    /// The (time, sequence) key of [`key`] (what `last_key` and the lazy
+    /// wake-ups compare against).
+    #[inline]
+    fn time_seq(self) -> u128 {
+        key(self.time(), self.0 as u64 >> 16)
+    }
+    #[inline]
+    fn cpu(self) -> CpuId {
+        (self.0 as u64 >> 4) as CpuId & 0xfff
+    }
+    #[inline]
+    fn kind(self) -> Kind {
+        Kind::ALL[(self.0 & 0xf) as usize]
+    }
+}
+
 impl crate::queue::Keyed for Ev {
     #[inline]
     fn key(&self) -> u128 {
-        crate::queue::key(self.time, self.seq)
+        self.0
     }
 }
 
@@ -355,12 +397,7 @@ impl Sim {
     #[inline]
     fn push(&mut self, time: Time, cpu: CpuId, kind: Kind) {
         self.seq += 1;
-        self.heap.push(Ev {
-            time,
-            seq: self.seq,
-            cpu,
-            kind,
-        });
+        self.heap.push(Ev::new(time, self.seq, cpu, kind));
     }
 
     /// Something `cpu` may wait for happens at `at`: at that time, if the
@@ -397,12 +434,7 @@ impl Sim {
                 self.lazy_wakes_settled += 1;
                 false
             } else if !pending {
-                self.heap.push(Ev {
-                    time,
-                    seq,
-                    cpu: c as CpuId,
-                    kind: Kind::Wake,
-                });
+                self.heap.push(Ev::new(time, seq, c as CpuId, Kind::Wake));
                 false
             } else {
                 true
@@ -458,19 +490,20 @@ impl Sim {
                 self.count_passed_wakes(None);
                 return End::Stalled;
             };
-            if ev.time > self.opts.max_time_ns {
+            let (time, cpu) = (ev.time(), ev.cpu());
+            if time > self.opts.max_time_ns {
                 self.now = self.opts.max_time_ns;
                 self.count_passed_wakes(Some(self.opts.max_time_ns));
                 return End::TimeLimit;
             }
-            self.now = ev.time;
-            self.last_key = key(ev.time, ev.seq);
+            self.now = time;
+            self.last_key = ev.time_seq();
             self.events += 1;
-            let c = ev.cpu as usize;
-            match ev.kind {
+            let c = cpu as usize;
+            match ev.kind() {
                 Kind::Step => {
                     self.scheduled[c] = false;
-                    self.exec(ev.cpu);
+                    self.exec(cpu);
                     if !self.lazy_wakes[c].is_empty() {
                         self.settle_wakes(c, self.last_key);
                     }
@@ -478,26 +511,26 @@ impl Sim {
                 Kind::Irq => {
                     self.irq_arrived[c] = true;
                     let t = self.now.max(self.busy_until[c]);
-                    self.schedule(ev.cpu, t);
+                    self.schedule(cpu, t);
                 }
                 Kind::Wake => {
                     let t = self.now.max(self.busy_until[c]);
-                    self.schedule(ev.cpu, t);
+                    self.schedule(cpu, t);
                 }
                 Kind::Nmi => {
                     self.stall(c, self.ps[Cost::Nmi as usize] / PS);
                     let t = self.now + self.exp(1_000_000_000 / self.opts.nmi_hz as u64);
-                    self.push(t, ev.cpu, Kind::Nmi);
+                    self.push(t, cpu, Kind::Nmi);
                 }
                 Kind::Smi => {
                     self.stall(c, self.opts.smi_ns);
                     let t = self.now + self.exp(1_000_000_000 / self.opts.smi_hz as u64);
-                    self.push(t, ev.cpu, Kind::Smi);
+                    self.push(t, cpu, Kind::Smi);
                 }
                 Kind::Preempt => {
-                    self.host_step(ev.cpu, StepKind::VcpuPreempt);
+                    self.host_step(cpu, StepKind::VcpuPreempt);
                     let t = self.now + self.exp(self.opts.vcpu_preempt_ns.max(1));
-                    self.push(t, ev.cpu, Kind::Resume);
+                    self.push(t, cpu, Kind::Resume);
                 }
                 Kind::Timer => {
                     if let Some((t, op, due)) = self.timer[c] {
@@ -509,7 +542,7 @@ impl Sim {
                             }
                             self.timer_due[c] = true;
                             let at = self.now.max(self.busy_until[c]);
-                            self.schedule(ev.cpu, at);
+                            self.schedule(cpu, at);
                         }
                     }
                 }
@@ -526,26 +559,26 @@ impl Sim {
                     self.stall(c, len);
                     self.irqoff_ns += len;
                     let t = self.now + self.exp(1_000_000_000 / self.opts.irqoff_hz as u64);
-                    self.push(t, ev.cpu, Kind::IrqOff);
+                    self.push(t, cpu, Kind::IrqOff);
                 }
                 Kind::Tick => {
                     let t = self.now + self.opts.timeslice_ns;
-                    self.push(t, ev.cpu, Kind::Tick);
+                    self.push(t, cpu, Kind::Tick);
                     if let Some(t) = self.world.cpus[c].curr {
                         self.tick_pending[c] = Some(t);
                         let at = self.now.max(self.busy_until[c]);
-                        self.schedule(ev.cpu, at);
+                        self.schedule(cpu, at);
                     }
                 }
                 Kind::Resume => {
-                    self.host_step(ev.cpu, StepKind::VcpuResume);
+                    self.host_step(cpu, StepKind::VcpuResume);
                     let t = self.now + self.exp(self.opts.vcpu_run_ns);
-                    self.push(t, ev.cpu, Kind::Preempt);
+                    self.push(t, cpu, Kind::Preempt);
                     let at = self.busy_until[c].max(self.now);
-                    if self.world.can_run(ev.cpu)
-                        || (self.irq_arrived[c] && self.world.can_take_irq(ev.cpu))
+                    if self.world.can_run(cpu)
+                        || (self.irq_arrived[c] && self.world.can_take_irq(cpu))
                     {
-                        self.schedule(ev.cpu, at);
+                        self.schedule(cpu, at);
                     }
                 }
             }
@@ -724,6 +757,10 @@ impl Sim {
 
     fn price(&mut self, cpu: CpuId, fx: &Effects) -> Time {
         self.offsets.clear();
+        // Offsets are read only at marks (IPIs, wake-ups, statistics) and
+        // by a step observer; most steps have none.
+        let record = !(fx.ipis.is_empty() && fx.wakes.is_empty() && fx.stats.is_empty())
+            || self.on_step.is_some();
         let c = cpu as usize;
         // Every broadcast TLBI since this core last ran was looked up in its
         // TLB too: that work is stolen from whatever it runs now.
@@ -736,7 +773,9 @@ impl Sim {
         let transfer = self.ps[Cost::CacheLineTransfer as usize];
         let concurrent = self.ps[Cost::CacheLineConcurrent as usize];
         for ch in &fx.charges {
-            self.offsets.push(acc);
+            if record {
+                self.offsets.push(acc);
+            }
             acc += match *ch {
                 Charge::Cost(c, n) => {
                     let p = self.ps[c as usize] * n as u64;
@@ -776,7 +815,9 @@ impl Sim {
                 }
             };
         }
-        self.offsets.push(acc);
+        if record {
+            self.offsets.push(acc);
+        }
         self.busy_ps += acc;
         self.maint_ps += maint;
         let j = self.opts.jitter_pct as u64 * 10_000; // parts per million
@@ -844,5 +885,26 @@ impl Sim {
             what: v.what,
             trace,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An event's fields come back out of its key, and keys order by time,
+    /// then sequence, whatever the CPU and kind.
+    #[test]
+    fn event_packing() {
+        let e = Ev::new(7, (1 << SEQ_BITS) - 1, 4095, Kind::IrqOff);
+        assert_eq!((e.time(), e.cpu(), e.kind()), (7, 4095, Kind::IrqOff));
+        assert_eq!(e.time_seq(), key(7, (1 << SEQ_BITS) - 1));
+        for k in Kind::ALL {
+            assert_eq!(Ev::new(1, 2, 3, k).kind(), k);
+        }
+        let a = Ev::new(5, 10, 4095, Kind::IrqOff);
+        let b = Ev::new(5, 11, 0, Kind::Step);
+        let c = Ev::new(6, 1, 0, Kind::Step);
+        assert!(a.0 < b.0 && b.0 < c.0);
     }
 }
