@@ -75,22 +75,40 @@ impl<T: Keyed> Queue<T> {
             if first >= n {
                 break;
             }
-            let kids = &v[first..(first + 4).min(n)];
-            let (mut m, mut mk) = (0, kids[0].key());
-            for (j, c) in kids.iter().enumerate().skip(1) {
-                let ck = c.key();
-                if ck < mk {
-                    (m, mk) = (j, ck);
+            let (m, mk) = if first + 4 <= n {
+                min_of_four(&v[first..first + 4])
+            } else {
+                let kids = &v[first..n];
+                let (mut m, mut mk) = (0, kids[0].key());
+                for (j, c) in kids.iter().enumerate().skip(1) {
+                    if c.key() < mk {
+                        (m, mk) = (j, c.key());
+                    }
                 }
-            }
+                (m, mk)
+            };
             if mk >= k {
                 break;
             }
-            v[i] = kids[m];
+            v[i] = v[first + m];
             i = first + m;
         }
         v[i] = last;
         Some(top)
+    }
+}
+
+/// The index and key of the least of four entries, as a tournament of
+/// two pairs (keys are unique: no ties).
+#[inline]
+fn min_of_four<T: Keyed>(q: &[T]) -> (usize, u128) {
+    let (a, b, c, d) = (q[0].key(), q[1].key(), q[2].key(), q[3].key());
+    let (i, x) = if b < a { (1, b) } else { (0, a) };
+    let (j, y) = if d < c { (3, d) } else { (2, c) };
+    if y < x {
+        (j, y)
+    } else {
+        (i, x)
     }
 }
 
