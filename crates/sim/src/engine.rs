@@ -187,6 +187,9 @@ impl SimOptions {
     }
 }
 
+/// Cost classes.
+const COSTS: usize = Cost::ALL.len();
+
 /// Picoseconds: the driver prices in integers so that sums are exact.
 const PS: u64 = 1000;
 
@@ -260,7 +263,9 @@ pub struct Sim {
     /// Jitter factor of the step just priced, in parts per million.
     scale: u64,
     /// Price of each cost class in ps.
-    ps: Vec<u64>,
+    ps: [u64; COSTS],
+    /// Per cost class: all ones if it is TLB maintenance, else zero.
+    maint_mask: [u64; COSTS],
     rng: machine::scenario::Rng,
     /// Heap events processed (steps, IPI arrivals, wake-ups).
     pub events: u64,
@@ -315,10 +320,14 @@ pub struct StepView<'a> {
 impl Sim {
     pub fn new(world: World, profile: CostProfile, opts: SimOptions) -> Sim {
         let n = world.cpus.len();
-        let ps = Cost::ALL
-            .iter()
-            .map(|c| (profile.ns(*c) * PS as f64).round() as u64)
-            .collect();
+        let ps = std::array::from_fn(|i| (profile.ns(Cost::ALL[i]) * PS as f64).round() as u64);
+        let maint_mask = std::array::from_fn(|i| {
+            if Cost::ALL[i].is_tlb_maintenance() {
+                u64::MAX
+            } else {
+                0
+            }
+        });
         let mut s = Sim {
             world,
             profile,
@@ -339,6 +348,7 @@ impl Sim {
             offsets: Vec::new(),
             scale: 1_000_000,
             ps,
+            maint_mask,
             rng: machine::scenario::Rng::new(opts.seed ^ 0x7e57_1ab5),
             events: 0,
             steps: 0,
@@ -779,9 +789,7 @@ impl Sim {
             acc += match *ch {
                 Charge::Cost(c, n) => {
                     let p = self.ps[c as usize] * n as u64;
-                    if c.is_tlb_maintenance() {
-                        maint += p;
-                    }
+                    maint += p & self.maint_mask[c as usize];
                     p
                 }
                 Charge::Dvm(ops) => {
