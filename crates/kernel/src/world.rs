@@ -963,10 +963,12 @@ impl World {
         // continues or calls (the next move would pop it or its child
         // straight back: the same stack, without moving the frames) and
         // goes back on before the step ends.
+        // (Only a frame is ever moved: the user program's steps, most of
+        // all, test and move no `Option<Frame>`.)
         let mut top: Option<Frame> = None;
         // Bounded: every path yields after at most a handful of local moves.
         for _ in 0..256 {
-            if top.is_none() {
+            if top.is_none() && !self.tasks[t as usize].kstack.is_empty() {
                 top = self.tasks[t as usize].kstack.pop();
             }
             let flow = match &mut top {
@@ -976,15 +978,21 @@ impl World {
             match flow {
                 Flow::Continue => {}
                 Flow::Yield | Flow::Block => {
-                    self.tasks[t as usize].kstack.extend(top);
+                    if let Some(f) = top {
+                        self.tasks[t as usize].kstack.push(f);
+                    }
                     return;
                 }
                 Flow::Call(child) => {
-                    self.tasks[t as usize].kstack.extend(top.replace(child));
+                    if let Some(f) = top.replace(child) {
+                        self.tasks[t as usize].kstack.push(f);
+                    }
                 }
                 Flow::CallYield(child) => {
                     let stack = &mut self.tasks[t as usize].kstack;
-                    stack.extend(top);
+                    if let Some(f) = top {
+                        stack.push(f);
+                    }
                     stack.push(child);
                     return;
                 }
