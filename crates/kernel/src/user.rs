@@ -376,7 +376,7 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             task.us.deadline = (base + period_ns as u64).max(now + 1);
             task.state = crate::world::TaskState::Sleeping;
             fx.timer(cpu, t, op, task.us.deadline);
-            w.cpus[cpu as usize].curr = None;
+            w.set_curr(cpu, None);
             crate::sched::core::schedule(w, cpu, fx);
             Flow::Yield
         }
@@ -403,7 +403,7 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             task.us.deadline = w.now;
             task.state = crate::world::TaskState::Sleeping;
             fx.sleep(cpu, t, cost, n);
-            w.cpus[cpu as usize].curr = None;
+            w.set_curr(cpu, None);
             crate::sched::core::schedule(w, cpu, fx);
             Flow::Yield
         }

@@ -281,6 +281,26 @@ pub struct Mm {
     /// x86 `mm->context.asid_transition`: some CPU may still run the mm
     /// in a dynamic ASID, so flushes keep sending IPIs.
     pub asid_transition: bool,
+    /// The CPUs whose current task uses this mm (`cpu_curr(c)->mm == mm`),
+    /// kept by [`World::set_curr`]: a cache of `Cpu::curr`, not state.
+    pub running: Hint<CpuMask>,
+}
+
+/// A cache of other fields of the world (model machinery, nothing in the
+/// kernel): equal for any two worlds and hashed as nothing, like
+/// [`Counters`], so the checker never tells two worlds apart by it. The
+/// code that changes what it caches keeps it in step.
+#[derive(Clone, Debug, Default)]
+pub struct Hint<T>(pub T);
+
+impl<T> PartialEq for Hint<T> {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl<T> Eq for Hint<T> {}
+impl<T> Hash for Hint<T> {
+    fn hash<H: Hasher>(&self, _: &mut H) {}
 }
 
 /// `/proc/interrupts` rows and `tlb:tlb_flush` reasons, and other counters.
@@ -660,6 +680,7 @@ impl World {
             tlb_flush_pending: 0,
             global_asid: 0,
             asid_transition: false,
+            running: Hint(CpuMask::new(n)),
         };
         Ok(World {
             cfg: cfg.into(),
@@ -714,6 +735,7 @@ impl World {
             tlb_flush_pending: 0,
             global_asid: 0,
             asid_transition: false,
+            running: Hint(CpuMask::new(self.cpus.len())),
         });
         self.next_ctx_id += 1;
         Ok(id)
@@ -1007,6 +1029,20 @@ impl World {
         unreachable!("CPU{cpu}: a step did not yield within 256 moves");
     }
 
+    /// `rq->curr = next` (kernel/sched/core.c: `__schedule`, or the task
+    /// leaving the CPU), with each mm's [`Mm::running`] kept in step.
+    pub fn set_curr(&mut self, cpu: CpuId, next: Option<TaskId>) {
+        if let Some(prev) = self.cpus[cpu as usize].curr {
+            let mm = self.tasks[prev as usize].mm;
+            self.mms[mm as usize].running.0.clear(cpu);
+        }
+        if let Some(next) = next {
+            let mm = self.tasks[next as usize].mm;
+            self.mms[mm as usize].running.0.set(cpu);
+        }
+        self.cpus[cpu as usize].curr = next;
+    }
+
     /// The `flush_tlb_info` behind a reference, as a reader sees it now.
     pub fn flush_info(&self, r: crate::arch::x86::tlb::InfoRef) -> &FlushTlbInfo {
         match r {
@@ -1024,7 +1060,7 @@ impl World {
             fx.stat(Stat::Done(t));
         }
         fx.label(Label::Exit);
-        self.cpus[cpu as usize].curr = None;
+        self.set_curr(cpu, None);
         crate::sched::core::schedule(self, cpu, fx);
     }
 
