@@ -132,6 +132,7 @@ pub struct UserState {
 }
 
 /// Can the task's user code make progress (i.e. it is not spinning idly)?
+#[inline]
 pub fn can_run(w: &World, task: &Task) -> bool {
     match task.prog.get(task.us.pc as usize) {
         Some(UserOp::Spin) => false,
@@ -153,12 +154,14 @@ pub fn can_run(w: &World, task: &Task) -> bool {
 pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow {
     let task = &w.tasks[t as usize];
     let pc = task.us.pc as usize;
-    let Some(op) = task.prog.get(pc).cloned() else {
+    // Read in place (its fields copied out as each arm binds them), not
+    // cloned: the program is shared and no step changes it.
+    let Some(op) = task.prog.get(pc) else {
         w.task_exit(cpu, t, fx);
         return Flow::Yield;
     };
     let is_mmap = matches!(
-        op,
+        *op,
         UserOp::Mmap { .. } | UserOp::MmapHugetlb { .. } | UserOp::MmapFile { .. }
     );
     if is_mmap && !can_run(w, &w.tasks[t as usize]) {
@@ -170,7 +173,7 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
         us.pc += 1;
         us.sub = 0;
     };
-    match op {
+    match *op {
         UserOp::OpBegin(id) => {
             fx.stat(Stat::OpBegin(t, id));
             advance(w);
@@ -270,12 +273,13 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             Flow::Yield
         }
         UserOp::Mmap { start, len } | UserOp::MmapHugetlb { start, len } => {
+            let hugetlb = matches!(*op, UserOp::MmapHugetlb { .. });
             fx.cost(Cost::SyscallEntryExit, 1);
             fx.cost(Cost::MmapFixed, 1);
             fx.label(crate::Label::Syscall { nr: "mmap" });
             let mm = w.tasks[t as usize].mm;
             mmap_fixed_begin(w, t, mm, start, len, fx);
-            if matches!(op, UserOp::MmapHugetlb { .. }) {
+            if hugetlb {
                 w.add_vma_hugetlb(mm, start, len);
             } else {
                 w.add_vma(mm, start, len);
@@ -320,7 +324,11 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             us.sub = 0;
             Flow::Continue
         }
-        UserOp::Fork { child_cpu, child } => {
+        UserOp::Fork {
+            child_cpu,
+            ref child,
+        } => {
+            let child = child.clone();
             advance(w);
             Flow::Call(Frame::Fork(crate::mm::fork::Fork::new(child_cpu, child)))
         }
