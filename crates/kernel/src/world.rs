@@ -129,6 +129,9 @@ pub enum Flow {
 }
 
 impl Frame {
+    /// (Not inlined: in `World::run`'s loop, the paths' code would make
+    /// every step, a user access too, set up the loop for all of them.)
+    #[inline(never)]
     fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
         match self {
             Frame::PageFault(f) => f.step(w, cpu, task, fx),
