@@ -184,7 +184,7 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             advance(w);
             Flow::Continue
         }
-        UserOp::Touch { addr, write } => access(w, cpu, t, addr, write, fx, true),
+        UserOp::Touch { addr, write } => access(w, cpu, t, addr, write, fx, Next::Op),
         UserOp::TouchRange {
             start,
             pages,
@@ -195,11 +195,8 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
                 advance(w);
                 return Flow::Continue;
             }
-            let flow = access(w, cpu, t, start + sub as u64 * PAGE_SIZE, write, fx, false);
-            if matches!(flow, Flow::Yield) {
-                w.tasks[t as usize].us.sub += 1;
-            }
-            flow
+            let va = start + sub as u64 * PAGE_SIZE;
+            access(w, cpu, t, va, write, fx, Next::Page)
         }
         UserOp::Memset { start, pages } => {
             let sub = w.tasks[t as usize].us.sub;
@@ -207,10 +204,10 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
                 advance(w);
                 return Flow::Continue;
             }
-            let flow = access(w, cpu, t, start + sub as u64 * PAGE_SIZE, true, fx, false);
+            let va = start + sub as u64 * PAGE_SIZE;
+            let flow = access(w, cpu, t, va, true, fx, Next::Page);
             if matches!(flow, Flow::Yield) {
                 fx.cost(Cost::UserPageWrite, 1);
-                w.tasks[t as usize].us.sub += 1;
             }
             flow
         }
@@ -431,6 +428,14 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
     }
 }
 
+/// What a completed access moves on to.
+enum Next {
+    /// The next op (`Touch`).
+    Op,
+    /// The next page of the same op (`TouchRange`, `Memset`).
+    Page,
+}
+
 /// A load/store: done (advance, yield) or a page fault (push the handler).
 fn access(
     w: &mut World,
@@ -439,13 +444,15 @@ fn access(
     va: u64,
     write: bool,
     fx: &mut Effects,
-    adv: bool,
+    next: Next,
 ) -> Flow {
     match crate::hw::mmu::user_access(w, cpu, va, write, fx) {
         crate::hw::mmu::Access::Done => {
-            w.tasks[t as usize].spurious_streak = 0;
-            if adv {
-                w.tasks[t as usize].us.pc += 1;
+            let task = &mut w.tasks[t as usize];
+            task.spurious_streak = 0;
+            match next {
+                Next::Op => task.us.pc += 1,
+                Next::Page => task.us.sub += 1,
             }
             Flow::Yield
         }
