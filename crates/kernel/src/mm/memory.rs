@@ -602,11 +602,12 @@ pub fn populate_range(w: &mut World, mm: MmId, start: u64, end: u64) -> Result<(
     while va < end {
         let table = pte_alloc_walk(w, mm, va)?;
         let stop = (((va / HPAGE_SIZE) + 1) * HPAGE_SIZE).min(end);
+        let mem = &mut *w.mem;
         while va < stop {
             let idx = table_index(va, 1);
-            if !pte::present(w.mem.read(table, idx).unwrap_or(0)) {
-                let pfn = w.mem.alloc(FrameUse::Anon)?;
-                w.mem.write(
+            if !pte::present(mem.read(table, idx).unwrap_or(0)) {
+                let pfn = mem.alloc(FrameUse::Anon)?;
+                mem.write(
                     table,
                     idx,
                     pte::make(pfn, pte::WRITE | pte::USER | pte::ACCESSED | pte::DIRTY),
