@@ -538,12 +538,13 @@ pub fn zap_pte_range(
     };
     let mut cleared = 0u32;
     let mut va = addr & !(PAGE_SIZE - 1);
+    let mem = &mut *w.mem;
     while va < stop {
         let idx = table_index(va, 1);
-        let e = w.mem.read(table, idx).unwrap_or(0);
+        let e = mem.read(table, idx).unwrap_or(0);
         if pte::present(e) {
             // ptep_get_and_clear_full, tlb_remove_tlb_entry, __tlb_remove_page
-            w.mem.write(table, idx, 0);
+            mem.write(table, idx, 0);
             tlb.remove_page(pte::pfn(e), va);
             cleared += 1;
         }
