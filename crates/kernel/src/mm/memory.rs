@@ -147,15 +147,21 @@ impl PageFault {
                 return Flow::Yield;
             }
         }
-        if let Some((_, pmd)) = crate::mm::gup::read_pmd(w, mm, self.va) {
-            if pte::present(pmd) && pte::huge(pmd) {
-                // A huge PMD already maps it (e.g. collapsed under us): spurious.
-                w.counters.spurious_faults += 1;
-                fx.label(Label::SpuriousFault { va: self.va });
-                return Flow::Return;
-            }
+        let pmd = crate::mm::gup::read_pmd(w, mm, self.va).map_or(0, |(_, pmd)| pmd);
+        if pte::present(pmd) && pte::huge(pmd) {
+            // A huge PMD already maps it (e.g. collapsed under us): spurious.
+            w.counters.spurious_faults += 1;
+            fx.label(Label::SpuriousFault { va: self.va });
+            return Flow::Return;
         }
-        match pte_alloc_walk(w, mm, self.va) {
+        // The PTE table the PMD points to, else __pte_alloc (and the upper
+        // levels' allocations) as the walk finds them missing.
+        let table = if pte::present(pmd) {
+            Ok(pte::pfn(pmd))
+        } else {
+            pte_alloc_walk(w, mm, self.va)
+        };
+        match table {
             Ok(table) => match handle_pte_fault(w, cpu, task, mm, table, self.va, self.write, fx) {
                 Fault::Done => Flow::Return,
                 Fault::Flush(flow, old) => {
