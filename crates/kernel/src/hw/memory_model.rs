@@ -657,7 +657,10 @@ pub fn barrier(
         // Nothing to drain or order (the simulator, SC): a dsb(nsh) is
         // still shown, as below.
         if let (Some(n), Order::NonShareable) = (name, order) {
-            fx.label(Label::Barrier { name: n, drained: 0 });
+            fx.label(Label::Barrier {
+                name: n,
+                drained: 0,
+            });
         }
         return;
     }

@@ -157,8 +157,10 @@ pub fn vma_start_write(w: &mut World, mm: MmId, start: u64, end: u64, fx: &mut E
 /// whose `curr` is a task of `mm`.)
 fn wake_mm(w: &World, mm: MmId, fx: &mut Effects) {
     let running = &w.mms[mm as usize].running.0;
-    debug_assert!(w.cpus.iter().all(|c| running.test(c.id)
-        == c.curr.is_some_and(|t| w.tasks[t as usize].mm == mm)));
+    debug_assert!(w
+        .cpus
+        .iter()
+        .all(|c| running.test(c.id) == c.curr.is_some_and(|t| w.tasks[t as usize].mm == mm)));
     for c in running.iter() {
         fx.wake(c);
     }
