@@ -170,6 +170,67 @@ impl Frame {
     }
 }
 
+/// A task's kernel stack: the paths in progress, innermost last.
+///
+/// Each frame is boxed (model machinery): `World::run` takes the innermost
+/// off for its step and puts it back, and a frame is written to at every
+/// step, so moving it whole (up to 144 bytes) twice per step cost more than
+/// the allocation when a path is called. Compares, hashes and prints as the
+/// frames themselves.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+#[allow(clippy::vec_box)] // on purpose: see above
+pub struct KStack(Vec<Box<Frame>>);
+
+impl KStack {
+    pub fn with_capacity(n: usize) -> Self {
+        KStack(Vec::with_capacity(n))
+    }
+    pub fn push(&mut self, f: Frame) {
+        self.0.push(Box::new(f));
+    }
+    pub fn pop(&mut self) -> Option<Frame> {
+        self.0.pop().map(|f| *f)
+    }
+    pub fn last(&self) -> Option<&Frame> {
+        self.0.last().map(|f| &**f)
+    }
+    pub fn last_mut(&mut self) -> Option<&mut Frame> {
+        self.0.last_mut().map(|f| &mut **f)
+    }
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Frame> + ExactSizeIterator {
+        self.0.iter().map(|f| &**f)
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+impl std::fmt::Debug for KStack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl FromIterator<Frame> for KStack {
+    fn from_iter<I: IntoIterator<Item = Frame>>(it: I) -> Self {
+        KStack(it.into_iter().map(Box::new).collect())
+    }
+}
+
+impl<'a> IntoIterator for &'a KStack {
+    type Item = &'a Frame;
+    type IntoIter = std::iter::Map<std::slice::Iter<'a, Box<Frame>>, fn(&Box<Frame>) -> &Frame>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|f| &**f)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TaskState {
     Runnable,
@@ -189,7 +250,7 @@ pub struct Task {
     pub prog: Arc<[UserOp]>,
     pub us: UserState,
     /// Kernel paths in progress, innermost last.
-    pub kstack: Vec<Frame>,
+    pub kstack: KStack,
     /// The `struct mmu_gather` of the syscall in progress.
     pub gather: MmuGather,
     /// `flush_tlb_mm_range`'s on-stack `struct flush_tlb_info` (seed a).
@@ -816,7 +877,7 @@ impl World {
             state: TaskState::Runnable,
             prog: prog.into(),
             us: UserState::default(),
-            kstack: Vec::with_capacity(4),
+            kstack: KStack::with_capacity(4),
             gather: MmuGather::default(),
             stack_info: FlushTlbInfo::default(),
             measured,
@@ -983,18 +1044,16 @@ impl World {
             crate::sched::core::schedule(self, cpu, fx);
             return;
         };
-        // The frame being moved, off the kernel stack (None: the user
+        // The frame being run, off the kernel stack (None: the user
         // program, or pop the stack next). It stays off while its path
         // continues or calls (the next move would pop it or its child
         // straight back: the same stack, without moving the frames) and
-        // goes back on before the step ends.
-        // (Only a frame is ever moved: the user program's steps, most of
-        // all, test and move no `Option<Frame>`.)
-        let mut top: Option<Frame> = None;
+        // goes back on before the step ends. (Boxed: only pointers move.)
+        let mut top: Option<Box<Frame>> = None;
         // Bounded: every path yields after at most a handful of local moves.
         for _ in 0..256 {
             if top.is_none() && !self.tasks[t as usize].kstack.is_empty() {
-                top = self.tasks[t as usize].kstack.pop();
+                top = self.tasks[t as usize].kstack.0.pop();
             }
             let flow = match &mut top {
                 Some(f) => f.step(self, cpu, t, fx),
@@ -1004,20 +1063,18 @@ impl World {
                 Flow::Continue => {}
                 Flow::Yield | Flow::Block => {
                     if let Some(f) = top {
-                        self.tasks[t as usize].kstack.push(f);
+                        self.tasks[t as usize].kstack.0.push(f);
                     }
                     return;
                 }
                 Flow::Call(child) => {
-                    if let Some(f) = top.replace(child) {
-                        self.tasks[t as usize].kstack.push(f);
+                    if let Some(f) = top.replace(Box::new(child)) {
+                        self.tasks[t as usize].kstack.0.push(f);
                     }
                 }
                 Flow::CallYield(child) => {
                     let stack = &mut self.tasks[t as usize].kstack;
-                    if let Some(f) = top {
-                        stack.push(f);
-                    }
+                    stack.0.extend(top);
                     stack.push(child);
                     return;
                 }
