@@ -169,6 +169,7 @@ impl Renaming<'_> {
     fn mm(&self, m: &Mm) -> Mm {
         Mm {
             cpumask: m.cpumask.permuted(self.cpu),
+            running: crate::world::Hint(m.running.0.permuted(self.cpu)),
             mmap_lock_writer: m.mmap_lock_writer.map(|t| self.task(t)),
             ..m.clone()
         }

@@ -132,6 +132,7 @@ pub struct UserState {
 }
 
 /// Can the task's user code make progress (i.e. it is not spinning idly)?
+#[inline]
 pub fn can_run(w: &World, task: &Task) -> bool {
     match task.prog.get(task.us.pc as usize) {
         Some(UserOp::Spin) => false,
@@ -153,12 +154,14 @@ pub fn can_run(w: &World, task: &Task) -> bool {
 pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow {
     let task = &w.tasks[t as usize];
     let pc = task.us.pc as usize;
-    let Some(op) = task.prog.get(pc).cloned() else {
+    // Read in place (its fields copied out as each arm binds them), not
+    // cloned: the program is shared and no step changes it.
+    let Some(op) = task.prog.get(pc) else {
         w.task_exit(cpu, t, fx);
         return Flow::Yield;
     };
     let is_mmap = matches!(
-        op,
+        *op,
         UserOp::Mmap { .. } | UserOp::MmapHugetlb { .. } | UserOp::MmapFile { .. }
     );
     if is_mmap && !can_run(w, &w.tasks[t as usize]) {
@@ -170,7 +173,7 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
         us.pc += 1;
         us.sub = 0;
     };
-    match op {
+    match *op {
         UserOp::OpBegin(id) => {
             fx.stat(Stat::OpBegin(t, id));
             advance(w);
@@ -181,7 +184,7 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             advance(w);
             Flow::Continue
         }
-        UserOp::Touch { addr, write } => access(w, cpu, t, addr, write, fx, true),
+        UserOp::Touch { addr, write } => access(w, cpu, t, addr, write, fx, Next::Op),
         UserOp::TouchRange {
             start,
             pages,
@@ -192,11 +195,8 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
                 advance(w);
                 return Flow::Continue;
             }
-            let flow = access(w, cpu, t, start + sub as u64 * PAGE_SIZE, write, fx, false);
-            if matches!(flow, Flow::Yield) {
-                w.tasks[t as usize].us.sub += 1;
-            }
-            flow
+            let va = start + sub as u64 * PAGE_SIZE;
+            access(w, cpu, t, va, write, fx, Next::Page)
         }
         UserOp::Memset { start, pages } => {
             let sub = w.tasks[t as usize].us.sub;
@@ -204,10 +204,10 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
                 advance(w);
                 return Flow::Continue;
             }
-            let flow = access(w, cpu, t, start + sub as u64 * PAGE_SIZE, true, fx, false);
+            let va = start + sub as u64 * PAGE_SIZE;
+            let flow = access(w, cpu, t, va, true, fx, Next::Page);
             if matches!(flow, Flow::Yield) {
                 fx.cost(Cost::UserPageWrite, 1);
-                w.tasks[t as usize].us.sub += 1;
             }
             flow
         }
@@ -270,12 +270,13 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             Flow::Yield
         }
         UserOp::Mmap { start, len } | UserOp::MmapHugetlb { start, len } => {
+            let hugetlb = matches!(*op, UserOp::MmapHugetlb { .. });
             fx.cost(Cost::SyscallEntryExit, 1);
             fx.cost(Cost::MmapFixed, 1);
             fx.label(crate::Label::Syscall { nr: "mmap" });
             let mm = w.tasks[t as usize].mm;
             mmap_fixed_begin(w, t, mm, start, len, fx);
-            if matches!(op, UserOp::MmapHugetlb { .. }) {
+            if hugetlb {
                 w.add_vma_hugetlb(mm, start, len);
             } else {
                 w.add_vma(mm, start, len);
@@ -320,7 +321,11 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             us.sub = 0;
             Flow::Continue
         }
-        UserOp::Fork { child_cpu, child } => {
+        UserOp::Fork {
+            child_cpu,
+            ref child,
+        } => {
+            let child = child.clone();
             advance(w);
             Flow::Call(Frame::Fork(crate::mm::fork::Fork::new(child_cpu, child)))
         }
@@ -376,7 +381,7 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             task.us.deadline = (base + period_ns as u64).max(now + 1);
             task.state = crate::world::TaskState::Sleeping;
             fx.timer(cpu, t, op, task.us.deadline);
-            w.cpus[cpu as usize].curr = None;
+            w.set_curr(cpu, None);
             crate::sched::core::schedule(w, cpu, fx);
             Flow::Yield
         }
@@ -403,7 +408,7 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             task.us.deadline = w.now;
             task.state = crate::world::TaskState::Sleeping;
             fx.sleep(cpu, t, cost, n);
-            w.cpus[cpu as usize].curr = None;
+            w.set_curr(cpu, None);
             crate::sched::core::schedule(w, cpu, fx);
             Flow::Yield
         }
@@ -423,6 +428,14 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
     }
 }
 
+/// What a completed access moves on to.
+enum Next {
+    /// The next op (`Touch`).
+    Op,
+    /// The next page of the same op (`TouchRange`, `Memset`).
+    Page,
+}
+
 /// A load/store: done (advance, yield) or a page fault (push the handler).
 fn access(
     w: &mut World,
@@ -431,13 +444,15 @@ fn access(
     va: u64,
     write: bool,
     fx: &mut Effects,
-    adv: bool,
+    next: Next,
 ) -> Flow {
     match crate::hw::mmu::user_access(w, cpu, va, write, fx) {
         crate::hw::mmu::Access::Done => {
-            w.tasks[t as usize].spurious_streak = 0;
-            if adv {
-                w.tasks[t as usize].us.pc += 1;
+            let task = &mut w.tasks[t as usize];
+            task.spurious_streak = 0;
+            match next {
+                Next::Op => task.us.pc += 1,
+                Next::Page => task.us.sub += 1,
             }
             Flow::Yield
         }

@@ -129,6 +129,9 @@ pub enum Flow {
 }
 
 impl Frame {
+    /// (Not inlined: in `World::run`'s loop, the paths' code would make
+    /// every step, a user access too, set up the loop for all of them.)
+    #[inline(never)]
     fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
         match self {
             Frame::PageFault(f) => f.step(w, cpu, task, fx),
@@ -167,6 +170,67 @@ impl Frame {
     }
 }
 
+/// A task's kernel stack: the paths in progress, innermost last.
+///
+/// Each frame is boxed (model machinery): `World::run` takes the innermost
+/// off for its step and puts it back, and a frame is written to at every
+/// step, so moving it whole (up to 144 bytes) twice per step cost more than
+/// the allocation when a path is called. Compares, hashes and prints as the
+/// frames themselves.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+#[allow(clippy::vec_box)] // on purpose: see above
+pub struct KStack(Vec<Box<Frame>>);
+
+impl KStack {
+    pub fn with_capacity(n: usize) -> Self {
+        KStack(Vec::with_capacity(n))
+    }
+    pub fn push(&mut self, f: Frame) {
+        self.0.push(Box::new(f));
+    }
+    pub fn pop(&mut self) -> Option<Frame> {
+        self.0.pop().map(|f| *f)
+    }
+    pub fn last(&self) -> Option<&Frame> {
+        self.0.last().map(|f| &**f)
+    }
+    pub fn last_mut(&mut self) -> Option<&mut Frame> {
+        self.0.last_mut().map(|f| &mut **f)
+    }
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Frame> + ExactSizeIterator {
+        self.0.iter().map(|f| &**f)
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+impl std::fmt::Debug for KStack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl FromIterator<Frame> for KStack {
+    fn from_iter<I: IntoIterator<Item = Frame>>(it: I) -> Self {
+        KStack(it.into_iter().map(Box::new).collect())
+    }
+}
+
+impl<'a> IntoIterator for &'a KStack {
+    type Item = &'a Frame;
+    type IntoIter = std::iter::Map<std::slice::Iter<'a, Box<Frame>>, fn(&Box<Frame>) -> &Frame>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|f| &**f)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TaskState {
     Runnable,
@@ -186,7 +250,7 @@ pub struct Task {
     pub prog: Arc<[UserOp]>,
     pub us: UserState,
     /// Kernel paths in progress, innermost last.
-    pub kstack: Vec<Frame>,
+    pub kstack: KStack,
     /// The `struct mmu_gather` of the syscall in progress.
     pub gather: MmuGather,
     /// `flush_tlb_mm_range`'s on-stack `struct flush_tlb_info` (seed a).
@@ -281,6 +345,26 @@ pub struct Mm {
     /// x86 `mm->context.asid_transition`: some CPU may still run the mm
     /// in a dynamic ASID, so flushes keep sending IPIs.
     pub asid_transition: bool,
+    /// The CPUs whose current task uses this mm (`cpu_curr(c)->mm == mm`),
+    /// kept by [`World::set_curr`]: a cache of `Cpu::curr`, not state.
+    pub running: Hint<CpuMask>,
+}
+
+/// A cache of other fields of the world (model machinery, nothing in the
+/// kernel): equal for any two worlds and hashed as nothing, like
+/// [`Counters`], so the checker never tells two worlds apart by it. The
+/// code that changes what it caches keeps it in step.
+#[derive(Clone, Debug, Default)]
+pub struct Hint<T>(pub T);
+
+impl<T> PartialEq for Hint<T> {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl<T> Eq for Hint<T> {}
+impl<T> Hash for Hint<T> {
+    fn hash<H: Hasher>(&self, _: &mut H) {}
 }
 
 /// `/proc/interrupts` rows and `tlb:tlb_flush` reasons, and other counters.
@@ -660,6 +744,7 @@ impl World {
             tlb_flush_pending: 0,
             global_asid: 0,
             asid_transition: false,
+            running: Hint(CpuMask::new(n)),
         };
         Ok(World {
             cfg: cfg.into(),
@@ -714,6 +799,7 @@ impl World {
             tlb_flush_pending: 0,
             global_asid: 0,
             asid_transition: false,
+            running: Hint(CpuMask::new(self.cpus.len())),
         });
         self.next_ctx_id += 1;
         Ok(id)
@@ -791,7 +877,7 @@ impl World {
             state: TaskState::Runnable,
             prog: prog.into(),
             us: UserState::default(),
-            kstack: Vec::with_capacity(4),
+            kstack: KStack::with_capacity(4),
             gather: MmuGather::default(),
             stack_info: FlushTlbInfo::default(),
             measured,
@@ -958,16 +1044,16 @@ impl World {
             crate::sched::core::schedule(self, cpu, fx);
             return;
         };
-        // The frame being moved, off the kernel stack (None: the user
+        // The frame being run, off the kernel stack (None: the user
         // program, or pop the stack next). It stays off while its path
         // continues or calls (the next move would pop it or its child
         // straight back: the same stack, without moving the frames) and
-        // goes back on before the step ends.
-        let mut top: Option<Frame> = None;
+        // goes back on before the step ends. (Boxed: only pointers move.)
+        let mut top: Option<Box<Frame>> = None;
         // Bounded: every path yields after at most a handful of local moves.
         for _ in 0..256 {
-            if top.is_none() {
-                top = self.tasks[t as usize].kstack.pop();
+            if top.is_none() && !self.tasks[t as usize].kstack.is_empty() {
+                top = self.tasks[t as usize].kstack.0.pop();
             }
             let flow = match &mut top {
                 Some(f) => f.step(self, cpu, t, fx),
@@ -976,15 +1062,19 @@ impl World {
             match flow {
                 Flow::Continue => {}
                 Flow::Yield | Flow::Block => {
-                    self.tasks[t as usize].kstack.extend(top);
+                    if let Some(f) = top {
+                        self.tasks[t as usize].kstack.0.push(f);
+                    }
                     return;
                 }
                 Flow::Call(child) => {
-                    self.tasks[t as usize].kstack.extend(top.replace(child));
+                    if let Some(f) = top.replace(Box::new(child)) {
+                        self.tasks[t as usize].kstack.0.push(f);
+                    }
                 }
                 Flow::CallYield(child) => {
                     let stack = &mut self.tasks[t as usize].kstack;
-                    stack.extend(top);
+                    stack.0.extend(top);
                     stack.push(child);
                     return;
                 }
@@ -997,6 +1087,20 @@ impl World {
             }
         }
         unreachable!("CPU{cpu}: a step did not yield within 256 moves");
+    }
+
+    /// `rq->curr = next` (kernel/sched/core.c: `__schedule`, or the task
+    /// leaving the CPU), with each mm's [`Mm::running`] kept in step.
+    pub fn set_curr(&mut self, cpu: CpuId, next: Option<TaskId>) {
+        if let Some(prev) = self.cpus[cpu as usize].curr {
+            let mm = self.tasks[prev as usize].mm;
+            self.mms[mm as usize].running.0.clear(cpu);
+        }
+        if let Some(next) = next {
+            let mm = self.tasks[next as usize].mm;
+            self.mms[mm as usize].running.0.set(cpu);
+        }
+        self.cpus[cpu as usize].curr = next;
     }
 
     /// The `flush_tlb_info` behind a reference, as a reader sees it now.
@@ -1016,7 +1120,7 @@ impl World {
             fx.stat(Stat::Done(t));
         }
         fx.label(Label::Exit);
-        self.cpus[cpu as usize].curr = None;
+        self.set_curr(cpu, None);
         crate::sched::core::schedule(self, cpu, fx);
     }
 

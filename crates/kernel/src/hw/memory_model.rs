@@ -549,6 +549,7 @@ use crate::effects::{Effects, Label};
 use crate::world::World;
 
 /// The value of `loc` in memory (what another CPU reads).
+#[inline]
 pub fn read_mem(w: &World, loc: Loc) -> u64 {
     match loc {
         Loc::MmCpumask { mm, cpu } => w.mms[mm as usize].cpumask.test(cpu) as u64,
@@ -608,7 +609,18 @@ pub fn store(w: &mut World, cpu: CpuId, loc: Loc, val: u64, fx: &mut Effects) {
 
 /// `cpu` loads `loc`: its own newest buffered store, else memory. Labels
 /// the read when another CPU still holds a store to `loc` in its buffer.
+#[inline]
 pub fn load(w: &World, cpu: CpuId, loc: Loc, fx: &mut Effects) -> u64 {
+    if !fx.tracing && w.membufs[cpu as usize].is_empty() {
+        // Nothing to forward, no label to write (the simulator, SC).
+        return read_mem(w, loc);
+    }
+    load_buffered(w, cpu, loc, fx)
+}
+
+/// [`load`] when this CPU buffers stores or reads are labelled.
+#[inline(never)]
+fn load_buffered(w: &World, cpu: CpuId, loc: Loc, fx: &mut Effects) -> u64 {
     if let Some(v) = w.membufs[cpu as usize].forward(loc) {
         return v;
     }
@@ -640,6 +652,17 @@ pub fn barrier(
             fx.label(Label::BarrierDropped { name: n });
             return;
         }
+    }
+    if w.membufs[cpu as usize].is_empty() {
+        // Nothing to drain or order (the simulator, SC): a dsb(nsh) is
+        // still shown, as below.
+        if let (Some(n), Order::NonShareable) = (name, order) {
+            fx.label(Label::Barrier {
+                name: n,
+                drained: 0,
+            });
+        }
+        return;
     }
     let drained = w.membufs[cpu as usize].barrier(order);
     // A dsb(nsh) is shown even when it completes nothing: a broadcast

@@ -370,8 +370,9 @@ impl CollapseHugePage {
             if pte::present(e) {
                 let pfn = pte::pfn(e);
                 check_not_pinned(w, cpu, self.addr + (i as u64) * PAGE_SIZE, pfn);
-                w.mem.write(self.table, i, 0);
-                w.mem.put_page(pfn);
+                let mem = &mut *w.mem;
+                mem.write(self.table, i, 0);
+                mem.put_page(pfn);
                 n += 1;
             }
         }

@@ -80,16 +80,33 @@ impl PageFault {
             crate::mm::mmap_lock::mmap_read_lock(w, mm, fx);
             self.lock = FaultLock::MmapRead;
         }
-        let flow = self.handle_mm_fault(w, cpu, task, fx);
-        let exited = w.tasks[task as usize].state == crate::world::TaskState::Exited;
-        if matches!(flow, Flow::Return) || exited {
-            match std::mem::replace(&mut self.lock, FaultLock::None) {
-                FaultLock::Vma(start) => crate::mm::mmap_lock::vma_end_read(w, mm, start, fx),
-                FaultLock::MmapRead => crate::mm::mmap_lock::mmap_read_unlock(w, mm, fx),
-                FaultLock::None | FaultLock::WaitMmapRead => {}
+        // (The common endings build their Flow here: no Flow is moved.)
+        match self.handle_mm_fault(w, cpu, task, fx) {
+            Handled::Done => {
+                self.unlock(w, mm, fx);
+                Flow::Return
+            }
+            Handled::Segv => {
+                self.unlock(w, mm, fx);
+                Flow::Yield
+            }
+            Handled::Flush(flow) => {
+                let exited = w.tasks[task as usize].state == crate::world::TaskState::Exited;
+                if matches!(flow, Flow::Return) || exited {
+                    self.unlock(w, mm, fx);
+                }
+                flow
             }
         }
-        flow
+    }
+
+    /// The fault is over (handled, or its task killed): drop the lock it holds.
+    fn unlock(&mut self, w: &mut World, mm: MmId, fx: &mut Effects) {
+        match std::mem::replace(&mut self.lock, FaultLock::None) {
+            FaultLock::Vma(start) => crate::mm::mmap_lock::vma_end_read(w, mm, start, fx),
+            FaultLock::MmapRead => crate::mm::mmap_lock::mmap_read_unlock(w, mm, fx),
+            FaultLock::None | FaultLock::WaitMmapRead => {}
+        }
     }
 
     /// mm/memory.c: `handle_mm_fault`.
@@ -99,11 +116,11 @@ impl PageFault {
         cpu: CpuId,
         task: TaskId,
         fx: &mut Effects,
-    ) -> Flow {
+    ) -> Handled {
         if let Some(old) = self.release.take() {
             // wp_page_copy, after ptep_clear_flush: folio_put(old_folio).
             w.mem.put_page(old);
-            return Flow::Return;
+            return Handled::Done;
         }
         fx.cost(Cost::PageFaultEntryExit, 1);
         w.counters.page_faults += 1;
@@ -127,7 +144,7 @@ impl PageFault {
                         format!("out of simulated memory at {:#x}", self.va),
                     );
                 }
-                return Flow::Return;
+                return Handled::Done;
             }
             Some(v) if v.file.is_some() => {
                 match pte_alloc_walk(w, mm, self.va) {
@@ -136,7 +153,7 @@ impl PageFault {
                     }
                     Err(e) => w.violation(0, cpu, self.va, format!("{e}")),
                 }
-                return Flow::Return;
+                return Handled::Done;
             }
             Some(v) if v.writable || !self.write => {}
             _ => {
@@ -144,33 +161,49 @@ impl PageFault {
                 w.counters.segv += 1;
                 w.tasks[task as usize].kstack.clear();
                 w.task_exit(cpu, task, fx);
-                return Flow::Yield;
+                return Handled::Segv;
             }
         }
-        if let Some((_, pmd)) = crate::mm::gup::read_pmd(w, mm, self.va) {
-            if pte::present(pmd) && pte::huge(pmd) {
-                // A huge PMD already maps it (e.g. collapsed under us): spurious.
-                w.counters.spurious_faults += 1;
-                fx.label(Label::SpuriousFault { va: self.va });
-                return Flow::Return;
-            }
+        let pmd = crate::mm::gup::read_pmd(w, mm, self.va).map_or(0, |(_, pmd)| pmd);
+        if pte::present(pmd) && pte::huge(pmd) {
+            // A huge PMD already maps it (e.g. collapsed under us): spurious.
+            w.counters.spurious_faults += 1;
+            fx.label(Label::SpuriousFault { va: self.va });
+            return Handled::Done;
         }
-        match pte_alloc_walk(w, mm, self.va) {
+        // The PTE table the PMD points to, else __pte_alloc (and the upper
+        // levels' allocations) as the walk finds them missing.
+        let table = if pte::present(pmd) {
+            Ok(pte::pfn(pmd))
+        } else {
+            pte_alloc_walk(w, mm, self.va)
+        };
+        match table {
             Ok(table) => match handle_pte_fault(w, cpu, task, mm, table, self.va, self.write, fx) {
-                Fault::Done => Flow::Return,
+                Fault::Done => Handled::Done,
                 Fault::Flush(flow, old) => {
                     self.release = Some(old);
-                    flow
+                    Handled::Flush(flow)
                 }
             },
             Err(_) => {
                 w.counters.segv += 1;
                 w.tasks[task as usize].kstack.clear();
                 w.task_exit(cpu, task, fx);
-                Flow::Yield
+                Handled::Segv
             }
         }
     }
+}
+
+/// How `handle_mm_fault` ended.
+enum Handled {
+    /// The fault is handled: it returns.
+    Done,
+    /// SIGSEGV: the task is gone.
+    Segv,
+    /// `wp_page_copy`'s flush to run; the fault then releases the old page.
+    Flush(Flow),
 }
 
 /// What `handle_pte_fault` left to do.
@@ -538,12 +571,13 @@ pub fn zap_pte_range(
     };
     let mut cleared = 0u32;
     let mut va = addr & !(PAGE_SIZE - 1);
+    let mem = &mut *w.mem;
     while va < stop {
         let idx = table_index(va, 1);
-        let e = w.mem.read(table, idx).unwrap_or(0);
+        let e = mem.read(table, idx).unwrap_or(0);
         if pte::present(e) {
             // ptep_get_and_clear_full, tlb_remove_tlb_entry, __tlb_remove_page
-            w.mem.write(table, idx, 0);
+            mem.write(table, idx, 0);
             tlb.remove_page(pte::pfn(e), va);
             cleared += 1;
         }
@@ -602,11 +636,12 @@ pub fn populate_range(w: &mut World, mm: MmId, start: u64, end: u64) -> Result<(
     while va < end {
         let table = pte_alloc_walk(w, mm, va)?;
         let stop = (((va / HPAGE_SIZE) + 1) * HPAGE_SIZE).min(end);
+        let mem = &mut *w.mem;
         while va < stop {
             let idx = table_index(va, 1);
-            if !pte::present(w.mem.read(table, idx).unwrap_or(0)) {
-                let pfn = w.mem.alloc(FrameUse::Anon)?;
-                w.mem.write(
+            if !pte::present(mem.read(table, idx).unwrap_or(0)) {
+                let pfn = mem.alloc(FrameUse::Anon)?;
+                mem.write(
                     table,
                     idx,
                     pte::make(pfn, pte::WRITE | pte::USER | pte::ACCESSED | pte::DIRTY),

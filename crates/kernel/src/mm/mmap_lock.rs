@@ -153,11 +153,15 @@ pub fn vma_start_write(w: &mut World, mm: MmId, start: u64, end: u64, fx: &mut E
 }
 
 /// Wake every CPU running a task of `mm`: any of them may wait on one of
-/// its locks.
+/// its locks. (In CPU order: [`crate::world::Mm::running`] caches the CPUs
+/// whose `curr` is a task of `mm`.)
 fn wake_mm(w: &World, mm: MmId, fx: &mut Effects) {
-    for c in &w.cpus {
-        if c.curr.is_some_and(|t| w.tasks[t as usize].mm == mm) {
-            fx.wake(c.id);
-        }
+    let running = &w.mms[mm as usize].running.0;
+    debug_assert!(w
+        .cpus
+        .iter()
+        .all(|c| running.test(c.id) == c.curr.is_some_and(|t| w.tasks[t as usize].mm == mm)));
+    for c in running.iter() {
+        fx.wake(c);
     }
 }

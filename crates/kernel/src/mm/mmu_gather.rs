@@ -194,8 +194,9 @@ pub fn free_batches(w: &mut World, tlb: &mut MmuGather, fx: &mut Effects) {
         });
     }
     fx.cost(Cost::FreePage, tlb.pages.len() as u32);
+    let mem = &mut *w.mem;
     for pfn in tlb.pages.drain(..) {
-        w.mem.put_page(pfn);
+        mem.put_page(pfn);
     }
     if !tlb.tables.is_empty() {
         fx.cost(Cost::FreeTable, tlb.tables.len() as u32);

@@ -16,7 +16,7 @@ pub fn scheduler_tick(w: &mut World, cpu: CpuId, migrate_to: Option<CpuId>, fx: 
     match migrate_to {
         Some(to) if to != cpu => {
             w.counters.sched_migrations += 1;
-            w.cpus[c].curr = None;
+            w.set_curr(cpu, None);
             let task = &mut w.tasks[t as usize];
             task.state = TaskState::Runnable;
             task.cpu = to;
@@ -27,7 +27,7 @@ pub fn scheduler_tick(w: &mut World, cpu: CpuId, migrate_to: Option<CpuId>, fx: 
             if w.cpus[c].rq.is_empty() {
                 return;
             }
-            w.cpus[c].curr = None;
+            w.set_curr(cpu, None);
             w.tasks[t as usize].state = TaskState::Runnable;
             w.cpus[c].rq.push_back(t);
         }
@@ -77,11 +77,11 @@ pub fn hrtimer_wakeup(w: &mut World, cpu: CpuId, fx: &mut Effects) {
 /// preempted task keeps its kernel stack (a kernel path in progress resumes
 /// where it stopped).
 pub fn preempt(w: &mut World, cpu: CpuId, fx: &mut Effects) {
-    let c = &mut w.cpus[cpu as usize];
-    c.need_resched = false;
-    if let Some(t) = c.curr.take() {
-        let at = c.rq.len().min(1);
-        c.rq.insert(at, t);
+    w.cpus[cpu as usize].need_resched = false;
+    if let Some(t) = w.cpus[cpu as usize].curr {
+        w.set_curr(cpu, None);
+        let rq = &mut w.cpus[cpu as usize].rq;
+        rq.insert(rq.len().min(1), t);
         w.tasks[t as usize].state = TaskState::Runnable;
     }
     schedule(w, cpu, fx);
@@ -98,7 +98,7 @@ pub fn schedule(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     fx.cost(Cost::ContextSwitch, 1);
     match next {
         Some(t) => {
-            w.cpus[cpu as usize].curr = Some(t);
+            w.set_curr(cpu, Some(t));
             let task = &mut w.tasks[t as usize];
             task.state = TaskState::Running;
             let mm = task.mm;
