@@ -4,6 +4,13 @@
 //! order; IPIs sent, wake-ups and timed statistics carry a *mark*, the number
 //! of charges before them, so the driver knows at which offset inside the
 //! step they happened.
+//!
+//! The simulator hands each step's `Effects` the prices of the cost
+//! profile ([`Prices`]); plain charges (cost classes, user computation) are
+//! then summed as they come instead of recorded, and only the charges whose
+//! price depends on the machine's state at that moment (cache lines, arm64
+//! DVM broadcasts) are kept for the driver, each with the sum before it.
+//! Without prices (the checker, tests) every charge is recorded.
 
 use crate::{MmId, TaskId};
 use machine::{Cost, CpuId, Pfn};
@@ -613,15 +620,63 @@ impl fmt::Display for Label {
     }
 }
 
+/// The cost classes.
+pub const COSTS: usize = Cost::ALL.len();
+
+/// Picoseconds per nanosecond (the driver prices in integer picoseconds
+/// so that sums are exact).
+pub const PS_PER_NS: u64 = 1000;
+
+/// A cost profile's prices as the driver adds them up.
+#[derive(Clone, Debug)]
+pub struct Prices {
+    /// Picoseconds of one unit of each cost class.
+    pub ps: [u64; COSTS],
+    /// All ones for the TLB-maintenance classes ([`Cost::is_tlb_maintenance`]), else zero.
+    pub maint: [u64; COSTS],
+}
+
+impl Prices {
+    /// From nanoseconds per class, rounded to picoseconds.
+    pub fn new(ns: impl Fn(Cost) -> f64) -> Prices {
+        Prices {
+            ps: std::array::from_fn(|i| (ns(Cost::ALL[i]) * PS_PER_NS as f64).round() as u64),
+            maint: std::array::from_fn(|i| {
+                if Cost::ALL[i].is_tlb_maintenance() {
+                    u64::MAX
+                } else {
+                    0
+                }
+            }),
+        }
+    }
+}
+
+/// Where in its step an IPI, wake-up or statistic happened: after the
+/// first `idx` recorded charges, and (priced) `plain` ps of plain charges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mark {
+    pub idx: u16,
+    pub plain: u64,
+}
+
 /// Everything one step did. Owned by the driver and reused between steps.
 #[derive(Default, Debug)]
 pub struct Effects {
+    /// Every charge; with `prices`, only cache lines and DVM broadcasts.
     pub charges: Vec<Charge>,
+    /// With `prices`: the plain sum (ps) before each of `charges`.
+    pub charge_plain: Vec<u64>,
+    /// Set by the simulator: plain charges are summed into `plain` (and
+    /// TLB maintenance among them into `plain_maint`), not recorded.
+    pub prices: Option<std::sync::Arc<Prices>>,
+    pub plain: u64,
+    pub plain_maint: u64,
     /// IPIs sent: target and mark.
-    pub ipis: Vec<(CpuId, u16)>,
+    pub ipis: Vec<(CpuId, Mark)>,
     /// CPUs whose wait may now complete, with mark.
-    pub wakes: Vec<(CpuId, u16)>,
-    pub stats: Vec<(Stat, u16)>,
+    pub wakes: Vec<(CpuId, Mark)>,
+    pub stats: Vec<(Stat, Mark)>,
     /// hrtimers armed: (CPU, task, op started at expiry, expiry time in ns).
     pub timers: Vec<(CpuId, TaskId, u16, u64)>,
     /// Tasks put to sleep until an event priced by the driver: (CPU, task,
@@ -636,6 +691,9 @@ pub struct Effects {
 impl Effects {
     pub fn clear(&mut self) {
         self.charges.clear();
+        self.charge_plain.clear();
+        self.plain = 0;
+        self.plain_maint = 0;
         self.ipis.clear();
         self.wakes.clear();
         self.stats.clear();
@@ -644,25 +702,56 @@ impl Effects {
         self.labels.clear();
     }
     #[inline]
-    fn mark(&self) -> u16 {
-        self.charges.len().min(u16::MAX as usize) as u16
+    fn mark(&self) -> Mark {
+        Mark {
+            idx: self.charges.len().min(u16::MAX as usize) as u16,
+            plain: self.plain,
+        }
+    }
+    /// Record a charge the driver prices (priced: with the plain sum so far).
+    #[inline]
+    fn record(&mut self, ch: Charge) {
+        if self.prices.is_some() {
+            self.charge_plain.push(self.plain);
+        }
+        self.charges.push(ch);
     }
     #[inline]
     pub fn cost(&mut self, c: Cost, n: u32) {
-        if n > 0 {
-            self.charges.push(Charge::Cost(c, n));
+        if n == 0 {
+            return;
+        }
+        match &self.prices {
+            Some(p) => {
+                let v = p.ps[c as usize] * n as u64;
+                self.plain += v;
+                self.plain_maint += v & p.maint[c as usize];
+            }
+            None => self.charges.push(Charge::Cost(c, n)),
         }
     }
     #[inline]
     pub fn ns(&mut self, ns: u32) {
-        self.charges.push(Charge::Ns(ns));
+        match self.prices {
+            Some(_) => self.plain += ns as u64 * PS_PER_NS,
+            None => self.charges.push(Charge::Ns(ns)),
+        }
     }
     /// Broadcast TLB maintenance over the inner-shareable domain (arm64).
     #[inline]
     pub fn dvm(&mut self, ops: u32) {
         if ops > 0 {
-            self.charges.push(Charge::Dvm(ops));
+            self.record(Charge::Dvm(ops));
         }
+    }
+    /// One cache-line access (`batch`: issued together with the previous line).
+    #[inline]
+    pub fn line(&mut self, addr: u64, write: bool, batch: bool) {
+        self.record(Charge::Line {
+            addr: addr & !(machine::CACHE_LINE - 1),
+            write,
+            batch,
+        });
     }
     /// Read (or write) the cache lines covering `[addr, addr + len)`, issued together.
     pub fn lines(&mut self, addr: u64, len: u64, write: bool) {
@@ -670,29 +759,17 @@ impl Effects {
         let last = (addr + len.max(1) - 1) & !(machine::CACHE_LINE - 1);
         let mut a = first;
         while a <= last {
-            self.charges.push(Charge::Line {
-                addr: a,
-                write,
-                batch: a != first,
-            });
+            self.line(a, write, a != first);
             a += machine::CACHE_LINE;
         }
     }
     #[inline]
     pub fn read(&mut self, addr: u64) {
-        self.charges.push(Charge::Line {
-            addr: addr & !63,
-            write: false,
-            batch: false,
-        });
+        self.line(addr, false, false);
     }
     #[inline]
     pub fn write(&mut self, addr: u64) {
-        self.charges.push(Charge::Line {
-            addr: addr & !63,
-            write: true,
-            batch: false,
-        });
+        self.line(addr, true, false);
     }
     pub fn ipi(&mut self, target: CpuId) {
         let m = self.mark();

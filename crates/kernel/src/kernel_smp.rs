@@ -176,11 +176,7 @@ impl SmpCallFunctionManyCond {
                 // The last polls of each csd line see the targets' unlock stores.
                 let mut batch = false;
                 for t in self.queued.iter() {
-                    fx.charges.push(crate::effects::Charge::Line {
-                        addr: layout::csd(cpu, t) & !63,
-                        write: false,
-                        batch,
-                    });
+                    fx.line(layout::csd(cpu, t), false, batch);
                     batch = true;
                 }
                 fx.label(Label::WaitDone);

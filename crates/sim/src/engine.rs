@@ -3,7 +3,7 @@
 use crate::cache::CacheModel;
 use crate::queue::key;
 use hdrhistogram::Histogram;
-use kernel::effects::Charge;
+use kernel::effects::{Charge, Mark, Prices};
 use kernel::world::StepKind;
 use kernel::{Effects, Label, Stat, TaskId, Violation, World};
 use machine::{Cost, CostProfile, CpuId, Time};
@@ -138,8 +138,9 @@ pub struct SimOptions {
     /// IRQ-off windows per second per CPU, and the share (%) from the long tail.
     pub irqoff_hz: u32,
     pub irqoff_long_pct: u32,
-    /// The engine without its shortcuts (every wake-up through the heap):
-    /// the reference the shortcuts are tested against, result for result.
+    /// The engine without its shortcuts (every wake-up through the heap,
+    /// every charge recorded and priced after the step): the reference the
+    /// shortcuts are tested against, result for result.
     pub reference: bool,
 }
 
@@ -187,11 +188,8 @@ impl SimOptions {
     }
 }
 
-/// Cost classes.
-const COSTS: usize = Cost::ALL.len();
-
 /// Picoseconds: the driver prices in integers so that sums are exact.
-const PS: u64 = 1000;
+const PS: u64 = kernel::effects::PS_PER_NS;
 
 /// Latency samples of one measured operation.
 pub struct OpStats {
@@ -263,9 +261,10 @@ pub struct Sim {
     /// Jitter factor of the step just priced, in parts per million.
     scale: u64,
     /// Price of each cost class in ps.
-    ps: [u64; COSTS],
-    /// Per cost class: all ones if it is TLB maintenance, else zero.
-    maint_mask: [u64; COSTS],
+    /// The cost profile's prices in ps (shared with each step's `Effects`).
+    prices: std::sync::Arc<Prices>,
+    /// The step just priced: the DVM snoop work charged at its start, ps.
+    base: u64,
     rng: machine::scenario::Rng,
     /// Heap events processed (steps, IPI arrivals, wake-ups).
     pub events: u64,
@@ -320,14 +319,7 @@ pub struct StepView<'a> {
 impl Sim {
     pub fn new(world: World, profile: CostProfile, opts: SimOptions) -> Sim {
         let n = world.cpus.len();
-        let ps = std::array::from_fn(|i| (profile.ns(Cost::ALL[i]) * PS as f64).round() as u64);
-        let maint_mask = std::array::from_fn(|i| {
-            if Cost::ALL[i].is_tlb_maintenance() {
-                u64::MAX
-            } else {
-                0
-            }
-        });
+        let prices = std::sync::Arc::new(Prices::new(|c| profile.ns(c)));
         let mut s = Sim {
             world,
             profile,
@@ -347,8 +339,8 @@ impl Sim {
             fx: None,
             offsets: Vec::new(),
             scale: 1_000_000,
-            ps,
-            maint_mask,
+            prices,
+            base: 0,
             rng: machine::scenario::Rng::new(opts.seed ^ 0x7e57_1ab5),
             events: 0,
             steps: 0,
@@ -396,6 +388,17 @@ impl Sim {
             }
         }
         s
+    }
+
+    /// The reused step effects, with the prices unless this is the
+    /// reference engine (which records every charge and prices them after).
+    fn take_fx(&mut self) -> Box<Effects> {
+        self.fx.take().unwrap_or_else(|| {
+            Box::new(Effects {
+                prices: (!self.opts.reference).then(|| self.prices.clone()),
+                ..Effects::default()
+            })
+        })
     }
 
     /// An exponentially distributed delay with the given mean (ns).
@@ -528,7 +531,7 @@ impl Sim {
                     self.schedule(cpu, t);
                 }
                 Kind::Nmi => {
-                    self.stall(c, self.ps[Cost::Nmi as usize] / PS);
+                    self.stall(c, self.p(Cost::Nmi) / PS);
                     let t = self.now + self.exp(1_000_000_000 / self.opts.nmi_hz as u64);
                     self.push(t, cpu, Kind::Nmi);
                 }
@@ -561,9 +564,9 @@ impl Sim {
                     // no interrupt until it ends (priced like a stall).
                     let long = self.rng.below(100) < self.opts.irqoff_long_pct as u64;
                     let mean = if long {
-                        self.ps[Cost::IrqOffLong as usize]
+                        self.p(Cost::IrqOffLong)
                     } else {
-                        self.ps[Cost::IrqOffShort as usize]
+                        self.p(Cost::IrqOffShort)
                     } / PS;
                     let len = self.exp(mean.max(1));
                     self.stall(c, len);
@@ -610,7 +613,7 @@ impl Sim {
 
     /// A host action on a vCPU (preempt/resume), priced like a step.
     fn host_step(&mut self, cpu: CpuId, kind: StepKind) {
-        let mut fx = self.fx.take().unwrap_or_default();
+        let mut fx = self.take_fx();
         fx.clear();
         fx.tracing = self.opts.trace_depth > 0 || self.on_step.is_some();
         self.world.now = self.now;
@@ -628,12 +631,12 @@ impl Sim {
 
     /// Show the step just run to `on_step`.
     fn notify(&mut self, cpu: CpuId, kind: StepKind, dur: Time, fx: &Effects, nviol: usize) {
-        let delivery = self.ps[Cost::IpiDelivery as usize] / PS;
+        let delivery = self.p(Cost::IpiDelivery) / PS;
         let ipis = fx
             .ipis
             .iter()
             .map(|&(t, m)| {
-                let sent = self.now + self.at(m as usize);
+                let sent = self.now + self.at(m);
                 (t, sent, sent + delivery)
             })
             .collect();
@@ -699,7 +702,7 @@ impl Sim {
         };
         self.world.now = self.now;
         let nviol = self.world.violations.len();
-        let mut fx = self.fx.take().unwrap_or_default();
+        let mut fx = self.take_fx();
         fx.clear();
         fx.tracing = self.opts.trace_depth > 0 || self.on_step.is_some();
         self.world.step(cpu, kind, &mut fx);
@@ -707,17 +710,17 @@ impl Sim {
         let dur = self.price(cpu, &fx);
         let now = self.now;
         self.busy_until[c] = now + dur;
-        let delivery = self.ps[Cost::IpiDelivery as usize] / PS;
+        let delivery = self.p(Cost::IpiDelivery) / PS;
         for &(t, m) in &fx.ipis {
-            let at = now + self.at(m as usize) + delivery;
+            let at = now + self.at(m) + delivery;
             self.push(at, t, Kind::Irq);
         }
         for &(t, m) in &fx.wakes {
-            let at = now + self.at(m as usize);
+            let at = now + self.at(m);
             self.wake(t, at);
         }
         for &(s, m) in &fx.stats {
-            let at = now + self.at(m as usize);
+            let at = now + self.at(m);
             self.stat(s, at);
         }
         for &(tc, task, op, due) in &fx.timers {
@@ -726,7 +729,7 @@ impl Sim {
         }
         for &(tc, task, cost, n) in &fx.sleeps {
             // An I/O wait: the wake-up starts no measured op.
-            let due = now + self.ps[cost as usize] * n as u64 / PS;
+            let due = now + self.p(cost) * n as u64 / PS;
             self.timer[tc as usize] = Some((task, NO_OP, due));
             self.push(due, tc, Kind::Timer);
         }
@@ -765,6 +768,11 @@ impl Sim {
         }
     }
 
+    /// Price a step: the plain charges `fx` summed as they came (or, in
+    /// the reference engine, recorded), then its cache lines and DVM
+    /// broadcasts in order. Fills `offsets` (the state-priced charges'
+    /// sum before each) for [`Sim::at`] and returns the step's duration in
+    /// ns, jitter applied.
     fn price(&mut self, cpu: CpuId, fx: &Effects) -> Time {
         self.offsets.clear();
         // Offsets are read only at marks (IPIs, wake-ups, statistics) and
@@ -776,35 +784,23 @@ impl Sim {
         // TLB too: that work is stolen from whatever it runs now.
         let snooped = self.dvm_ops - self.dvm_seen[c];
         self.dvm_seen[c] = self.dvm_ops;
-        let mut acc = snooped * self.ps[Cost::DvmSnoop as usize];
-        let mut maint = acc;
-        let now_ps = self.now * PS;
+        self.base = snooped * self.p(Cost::DvmSnoop);
+        let mut maint = self.base + fx.plain_maint;
+        let mut extra = 0;
         let mut batch_missed = false;
-        let transfer = self.ps[Cost::CacheLineTransfer as usize];
-        let concurrent = self.ps[Cost::CacheLineConcurrent as usize];
-        for ch in &fx.charges {
+        for (i, ch) in fx.charges.iter().enumerate() {
             if record {
-                self.offsets.push(acc);
+                self.offsets.push(extra);
             }
-            acc += match *ch {
+            let plain = fx.charge_plain.get(i).copied().unwrap_or(0);
+            let p = match *ch {
                 Charge::Cost(c, n) => {
-                    let p = self.ps[c as usize] * n as u64;
-                    maint += p & self.maint_mask[c as usize];
+                    let p = self.prices.ps[c as usize] * n as u64;
+                    maint += p & self.prices.maint[c as usize];
                     p
                 }
                 Charge::Dvm(ops) => {
-                    // The DVM path is shared: this CPU's broadcasts start when
-                    // earlier ones (any CPU's) are through; each occupies it
-                    // for a fan-out to every core; DSB ISH then syncs.
-                    let ncpu = self.world.cpus.len() as u64;
-                    let start = now_ps + acc;
-                    let begin = start.max(self.dvm_free_ps);
-                    let occupy = ops as u64 * ncpu * self.ps[Cost::DvmOpPerCore as usize];
-                    self.dvm_free_ps = begin + occupy;
-                    self.dvm_ops += ops as u64;
-                    self.dvm_seen[c] += ops as u64;
-                    let wait = begin - start + occupy + self.ps[Cost::DsbIsh as usize];
-                    self.dvm_wait_ps += wait;
+                    let wait = self.dvm_broadcast(c, ops, self.base + plain + extra);
                     maint += wait;
                     wait
                 }
@@ -814,7 +810,11 @@ impl Sim {
                         batch_missed = false;
                     }
                     if self.cache.access(cpu, addr, write) {
-                        let p = if batch_missed { concurrent } else { transfer };
+                        let p = if batch_missed {
+                            self.p(Cost::CacheLineConcurrent)
+                        } else {
+                            self.p(Cost::CacheLineTransfer)
+                        };
                         batch_missed = true;
                         p
                     } else {
@@ -822,10 +822,12 @@ impl Sim {
                     }
                 }
             };
+            extra += p;
         }
         if record {
-            self.offsets.push(acc);
+            self.offsets.push(extra);
         }
+        let acc = self.base + fx.plain + extra;
         self.busy_ps += acc;
         self.maint_ps += maint;
         let j = self.opts.jitter_pct as u64 * 10_000; // parts per million
@@ -837,10 +839,33 @@ impl Sim {
         (acc * self.scale / 1_000_000 + PS / 2) / PS
     }
 
+    /// The price of one unit of `c`, ps.
+    #[inline]
+    fn p(&self, c: Cost) -> u64 {
+        self.prices.ps[c as usize]
+    }
+
+    /// arm64: `ops` broadcast TLBIs of CPU `c`, issued `at` ps into its
+    /// step. The DVM path is shared: they start when earlier ones (any
+    /// CPU's) are through; each occupies it for a fan-out to every core;
+    /// DSB ISH then syncs. Returns the CPU's wait, ps.
+    fn dvm_broadcast(&mut self, c: usize, ops: u32, at: u64) -> u64 {
+        let ncpu = self.world.cpus.len() as u64;
+        let start = self.now * PS + at;
+        let begin = start.max(self.dvm_free_ps);
+        let occupy = ops as u64 * ncpu * self.p(Cost::DvmOpPerCore);
+        self.dvm_free_ps = begin + occupy;
+        self.dvm_ops += ops as u64;
+        self.dvm_seen[c] += ops as u64;
+        let wait = begin - start + occupy + self.p(Cost::DsbIsh);
+        self.dvm_wait_ps += wait;
+        wait
+    }
+
     /// Offset in ns of mark `m` within the step just priced (jitter applied).
     #[inline]
-    fn at(&self, m: usize) -> Time {
-        self.offsets[m] * self.scale / 1_000_000 / PS
+    fn at(&self, m: Mark) -> Time {
+        (self.base + m.plain + self.offsets[m.idx as usize]) * self.scale / 1_000_000 / PS
     }
 
     fn stat(&mut self, s: Stat, at: Time) {

@@ -1,7 +1,8 @@
 //! The engine's shortcuts (wake-ups kept out of the heap while their CPU
-//! has a step pending) change nothing: every workload, run from its bundled
-//! scenario made small, gives the same report with and without them, event
-//! count included.
+//! has a step pending; plain charges summed by `Effects` as they come
+//! instead of recorded and priced after the step) change nothing: every
+//! workload, run from its bundled scenario made small, gives the same
+//! report with and without them, event count included.
 
 use machine::cost::CostProfile;
 use sim::{Report, Sim, SimOptions};
