@@ -149,10 +149,7 @@ impl PhysMem {
             None => {
                 let p = self.meta.len() as Pfn;
                 if p > self.limit {
-                    return Err(Error::TooBig(format!(
-                        "out of simulated memory: more than {} frames in use (raise machine.memory)",
-                        self.limit
-                    )));
+                    return Err(self.out_of_memory());
                 }
                 self.meta.push(FrameMeta {
                     gen: 0,
@@ -176,6 +173,14 @@ impl PhysMem {
         }
         self.in_use += 1;
         Ok(pfn)
+    }
+
+    #[cold]
+    fn out_of_memory(&self) -> Error {
+        Error::TooBig(format!(
+            "out of simulated memory: more than {} frames in use (raise machine.memory)",
+            self.limit
+        ))
     }
 
     /// Free a frame: its generation moves on, its table contents are gone.
@@ -304,18 +309,24 @@ impl PhysMem {
 /// A page-table page to write, copied first if a world clone shares it.
 #[inline]
 fn table_mut(t: &mut Arc<Table>) -> &mut Table {
-    if Arc::strong_count(t) == 1 && Arc::weak_count(t) == 0 {
-        // SAFETY: this is the only Arc and no Weak exists (none is ever
-        // made), and `&mut t` keeps it so while the borrow lives: nothing
-        // else can reach the table. (`Arc::make_mut` does the same after
-        // an atomic compare-exchange, which the simulator paid on every
-        // page-table write.) The fence orders this after the last use by
-        // a clone dropped on another thread.
-        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-        unsafe { &mut *(Arc::as_ptr(t) as *mut Table) }
-    } else {
-        Arc::make_mut(t)
+    if Arc::strong_count(t) != 1 || Arc::weak_count(t) != 0 {
+        unshare(t);
     }
+    // SAFETY: this is the only Arc and no Weak exists (none is ever made;
+    // `unshare` made a copy if a clone shared it), and `&mut t` keeps it
+    // so while the borrow lives: nothing else can reach the table.
+    // (`Arc::make_mut` does the same after an atomic compare-exchange,
+    // which the simulator paid on every page-table write.) The fence
+    // orders this after the last use by a clone dropped on another thread.
+    std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+    unsafe { &mut *(Arc::as_ptr(t) as *mut Table) }
+}
+
+/// Copy a page-table page a clone shares (out of line: the checker's path).
+#[cold]
+#[inline(never)]
+fn unshare(t: &mut Arc<Table>) {
+    Arc::make_mut(t);
 }
 
 /// Index of `va` in the page-table page at `level` (4 = PGD ... 1 = PTE).
