@@ -630,10 +630,12 @@ impl TlbData {
         let h = &mut hints.sets[set];
         if h.live == hints.flush_gen {
             let v = self.victim_in_live_set(set, asid, tag, missed, h.oldest);
-            h.oldest = if h.oldest != NO_ORDER && v == first + h.oldest as usize {
-                (h.oldest + 1) % self.ways
-            } else {
+            h.oldest = if h.oldest == NO_ORDER || v != first + h.oldest as usize {
                 NO_ORDER
+            } else if h.oldest + 1 == self.ways {
+                0
+            } else {
+                h.oldest + 1
             };
             return v;
         }
@@ -664,27 +666,22 @@ impl TlbData {
     fn victim_scan(&self, set: usize, asid: u16, tag: u64) -> (usize, bool) {
         let own = self.epoch(asid);
         let ways = self.ways_of(set);
-        let last = ways.end - 1;
-        let mut victim = ways.start;
-        let mut best = u64::MAX;
-        for i in ways {
-            let e = &self.entries.info[i];
-            let a = e.asid;
-            let live = e.flags & VALID != 0
-                && e.gepoch == self.gepoch
-                && e.epoch == if a == asid { own } else { self.epoch(a) };
-            let score = if !live || (self.entries.tag[i] == tag && a == asid) {
-                0
+        let (first, last) = (ways.start, ways.end - 1);
+        let e = &self.entries;
+        let (tags, lru, info) = (&e.tag[ways.clone()], &e.lru[ways.clone()], &e.info[ways]);
+        let (mut victim, mut oldest) = (first, u32::MAX);
+        for (i, ((&t, &l), e)) in (first..).zip(tags.iter().zip(lru).zip(info)) {
+            let epoch = if e.asid == asid {
+                own
             } else {
-                1 + self.entries.lru[i] as u64
+                self.epoch(e.asid)
             };
-            if score == 0 {
+            if !self.live_at(e, epoch) || (t == tag && e.asid == asid) {
                 // The ways before it were live.
                 return (i, i == last);
             }
-            if score < best {
-                best = score;
-                victim = i;
+            if l < oldest {
+                (victim, oldest) = (i, l);
             }
         }
         (victim, true)
