@@ -416,6 +416,35 @@ impl Tlb {
         TlbData::bump(&mut self.m().psc_epochs, asid);
     }
 
+    /// [`Tlb::flush_one_leaf`] (if `leaf`) or [`Tlb::flush_one`] of every
+    /// `stride`-th address from `start` below `end`, as a range TLBI done
+    /// page by page: the same result, but a TLB that never filled the ASID
+    /// (most, on a big machine) costs one check, not one per page.
+    pub fn flush_range(&mut self, asid: u16, (start, end, stride): (u64, u64, u64), leaf: bool) {
+        assert!(stride > 0, "flush_range: stride 0");
+        let n = if start < end {
+            (end - start - 1) / stride + 1
+        } else {
+            0
+        };
+        if n == 0 {
+            return;
+        }
+        if self.s.hints.filled & (1 << (asid % 64)) != 0 {
+            let s = self.shared_mut();
+            for i in 0..n {
+                s.data
+                    .flush_leaf(&mut s.hints, start + i * stride, Some(asid));
+            }
+        }
+        if !leaf {
+            // `n` bumps of the ASID's walk-cache epoch.
+            let v = &mut self.m().psc_epochs;
+            TlbData::bump(v, asid);
+            v[asid as usize] = v[asid as usize].wrapping_add((n - 1) as u32);
+        }
+    }
+
     /// RISC-V `sfence.vma va, asid` / arm64 `TLBI VALE1`: drop the leaf
     /// translations of `va` in `asid` only; walk-cache entries survive.
     pub fn flush_one_leaf(&mut self, asid: u16, va: u64) {
@@ -547,22 +576,29 @@ impl TlbData {
     /// (the first way of the set that matches), and its set.
     #[inline]
     fn find(&self, asid: u16, va: u64) -> Option<(usize, usize)> {
-        for huge in [false, true] {
-            if huge && !self.any_huge {
-                break;
+        let found = self.probe(asid, Self::tag(va, false));
+        if found.is_some() || !self.any_huge {
+            return found;
+        }
+        self.probe(asid, Self::tag(va, true))
+    }
+
+    /// The first way of `tag`'s set that translates it for `asid`, and the set.
+    #[inline(always)]
+    fn probe(&self, asid: u16, tag: u64) -> Option<(usize, usize)> {
+        let set = self.set_of(tag);
+        let ways = self.ways_of(set);
+        // None: nothing was ever filled.
+        let tags = self.entries.tag.get(ways.clone())?;
+        let mut from = 0;
+        // Mostly no way has the tag: the scan compares tags alone.
+        while let Some(k) = tags[from..].iter().position(|&t| t == tag) {
+            let i = ways.start + from + k;
+            let e = &self.entries.info[i];
+            if e.asid == asid && self.live_at(e, self.epoch(asid)) {
+                return Some((i, set));
             }
-            let tag = Self::tag(va, huge);
-            let set = self.set_of(tag);
-            let ways = self.ways_of(set);
-            let first = ways.start;
-            // None: nothing was ever filled.
-            let tags = self.entries.tag.get(ways.clone())?;
-            let info = &self.entries.info[ways];
-            for (j, (&t, e)) in tags.iter().zip(info).enumerate() {
-                if t == tag && e.asid == asid && self.live_at(e, self.epoch(asid)) {
-                    return Some((first + j, set));
-                }
-            }
+            from += k + 1;
         }
         None
     }
@@ -624,6 +660,7 @@ impl TlbData {
 
     /// The entry a fill of `tag` for `asid` replaces (see [`TlbData::fill`]);
     /// the set's hints are updated for the fill.
+    #[inline(always)]
     fn victim(&self, hints: &mut Hints, asid: u16, tag: u64, missed: bool) -> usize {
         let set = self.set_of(tag);
         let first = self.ways_of(set).start;
@@ -1158,5 +1195,47 @@ mod tests {
         assert_eq!(t.psc_lookup(1, 5 << 21), None, "INVLPG drops the PSC");
         t.psc_fill(1, 5 << 21, 15, 1);
         assert!(t.psc_lookup(1, 5 << 21).is_some());
+    }
+
+    /// A range flush is the per-page flushes it stands for, on a TLB that
+    /// holds the ASID and on one that never filled it.
+    #[test]
+    fn flush_range_is_flushes_page_by_page() {
+        for leaf in [false, true] {
+            for (start, end, stride) in [
+                (0, 0x8000, 0x1000),
+                (0x1000, 0x1001, 0x1000),
+                (5, 5, 1),
+                (0, 1 << 22, 1 << 21),
+            ] {
+                let mut a = Tlb::new(64, 4, 4);
+                (0..16u64).for_each(|p| a.fill(3, p << 12, hit(p as Pfn)));
+                a.psc_fill(3, 0, 7, 0);
+                let (mut b, idle) = (a.clone(), Tlb::new(64, 4, 4));
+                a.flush_range(3, (start, end, stride), leaf);
+                let mut va = start;
+                while va < end {
+                    if leaf {
+                        b.flush_one_leaf(3, va);
+                    } else {
+                        b.flush_one(3, va);
+                    }
+                    va += stride;
+                }
+                assert!(a == b, "{start:#x}..{end:#x} leaf {leaf}");
+                let (mut c, mut d) = (idle.clone(), idle.clone());
+                c.flush_range(3, (start, end, stride), leaf);
+                let mut va = start;
+                while va < end {
+                    if leaf {
+                        d.flush_one_leaf(3, va);
+                    } else {
+                        d.flush_one(3, va);
+                    }
+                    va += stride;
+                }
+                assert!(c == d, "idle: {start:#x}..{end:#x} leaf {leaf}");
+            }
+        }
     }
 }
