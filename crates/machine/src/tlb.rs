@@ -31,8 +31,10 @@ const HUGE: u8 = 4;
 /// Marks a tag as a 2 MiB translation so it never aliases a 4 KiB one.
 const HUGE_TAG: u64 = 1 << 63;
 
-/// What an entry holds besides its tag and LRU stamp.
+/// What an entry holds besides its tag (aligned to 32 bytes, a power of
+/// two, so that indexing is a shift).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[repr(align(32))]
 struct Info {
     pfn: Pfn,
     /// Monitor-only: the address space the translation was filled for.
@@ -42,13 +44,15 @@ struct Info {
     epoch: u32,
     /// The global epoch when it was filled.
     gepoch: u32,
+    /// Tick of the last fill or hit (LRU replacement).
+    lru: u32,
     asid: u16,
     flags: u8,
 }
 
 /// The translations, entry `i` being way `i % ways` of set `i / ways`, in
-/// three arrays: the tags, which a lookup compares side by side, the LRU
-/// stamps, which a victim scan compares, and the rest, read on a match.
+/// two arrays: the tags, which a lookup compares side by side, and the
+/// rest, read on a match.
 ///
 /// The arrays stay empty (no memory) until the first fill: an empty array
 /// stands for `len` all-zero entries, which are empty ones, so the TLBs of
@@ -57,8 +61,6 @@ struct Info {
 struct Entries {
     len: usize,
     tag: Vec<u64>,
-    /// Tick of the last fill or hit (LRU replacement).
-    lru: Vec<u32>,
     info: Vec<Info>,
 }
 
@@ -67,7 +69,6 @@ impl Entries {
         Entries {
             len,
             tag: Vec::new(),
-            lru: Vec::new(),
             info: Vec::new(),
         }
     }
@@ -76,16 +77,13 @@ impl Entries {
     fn allocate(&mut self) {
         if self.tag.is_empty() {
             self.tag = vec![0; self.len];
-            self.lru = vec![0; self.len];
             self.info = vec![Info::default(); self.len];
         }
     }
 
     /// Is every entry all zero?
     fn is_zero(&self) -> bool {
-        self.tag.iter().all(|&t| t == 0)
-            && self.lru.iter().all(|&l| l == 0)
-            && self.info.iter().all(|i| *i == Info::default())
+        self.tag.iter().all(|&t| t == 0) && self.info.iter().all(|i| *i == Info::default())
     }
 }
 
@@ -93,7 +91,7 @@ impl PartialEq for Entries {
     fn eq(&self, o: &Self) -> bool {
         self.len == o.len
             && match (self.tag.is_empty(), o.tag.is_empty()) {
-                (false, false) => self.tag == o.tag && self.lru == o.lru && self.info == o.info,
+                (false, false) => self.tag == o.tag && self.info == o.info,
                 _ => self.is_zero() && o.is_zero(),
             }
     }
@@ -112,13 +110,11 @@ impl Hash for Entries {
             }
             return;
         }
-        let (lru, info) = (&self.lru[..self.len], &self.info[..self.len]);
-        for (i, &tag) in self.tag.iter().enumerate() {
-            let e = &info[i];
+        for (&tag, e) in self.tag.iter().zip(&self.info) {
             h.write_u64(tag);
             h.write_u64(u64::from(e.pfn) | u64::from(e.owner) << 32);
             h.write_u64(u64::from(e.frame_gen) | u64::from(e.epoch) << 32);
-            h.write_u64(u64::from(e.gepoch) | u64::from(lru[i]) << 32);
+            h.write_u64(u64::from(e.gepoch) | u64::from(e.lru) << 32);
             h.write_u64(u64::from(e.asid) | u64::from(e.flags) << 16);
         }
     }
@@ -183,8 +179,11 @@ pub struct Tlb {
     /// live entry holds that tag and ASID, so a fill of it need not look
     /// for one. A hint, not state: not compared or hashed. (Kept out of
     /// the shared contents: a miss must not unshare them.)
-    missed: Option<(u16, u64)>,
+    missed: Missed,
 }
+
+/// The ASID and 4 KiB tag of a lookup that missed (see [`Tlb`]).
+type Missed = Option<(u16, u64)>;
 
 #[derive(Debug)]
 struct Shared {
@@ -366,7 +365,7 @@ impl Tlb {
 
     /// Cache a translation (a TLB fill after a page walk).
     pub fn fill(&mut self, asid: u16, va: u64, hit: TlbHit) {
-        let missed = self.missed.take() == Some((asid, va >> crate::PAGE_SHIFT)) && !hit.huge;
+        let missed = self.missed.take();
         let s = self.shared_mut();
         s.hints.filled |= 1 << (asid % 64);
         s.data.fill(&mut s.hints, asid, va, hit, missed)
@@ -590,15 +589,14 @@ impl TlbData {
         let ways = self.ways_of(set);
         // None: nothing was ever filled.
         let tags = self.entries.tag.get(ways.clone())?;
-        let mut from = 0;
-        // Mostly no way has the tag: the scan compares tags alone.
-        while let Some(k) = tags[from..].iter().position(|&t| t == tag) {
-            let i = ways.start + from + k;
-            let e = &self.entries.info[i];
-            if e.asid == asid && self.live_at(e, self.epoch(asid)) {
-                return Some((i, set));
+        for (i, &t) in (ways.start..).zip(tags) {
+            // Mostly no way has the tag: the scan compares tags alone.
+            if t == tag {
+                let e = &self.entries.info[i];
+                if e.asid == asid && self.live_at(e, self.epoch(asid)) {
+                    return Some((i, set));
+                }
             }
-            from += k + 1;
         }
         None
     }
@@ -617,9 +615,10 @@ impl TlbData {
     /// A hit on entry `i` of set `set`: it becomes the most recently used.
     #[inline]
     fn touch(&mut self, hints: &mut Hints, i: usize, set: usize) -> TlbHit {
-        self.entries.lru[i] = self.next_tick(hints);
+        let tick = self.next_tick(hints);
         hints.sets[set].oldest = NO_ORDER;
-        let e = &self.entries.info[i];
+        let e = &mut self.entries.info[i];
+        e.lru = tick;
         TlbHit {
             pfn: e.pfn,
             owner: e.owner,
@@ -631,9 +630,9 @@ impl TlbData {
 
     /// Cache a translation (a TLB fill after a page walk) in the first way
     /// of its set that is dead or holds the same tag and ASID, else in the
-    /// least recently used (the first of equals). `missed`: no live entry
-    /// holds this tag and ASID.
-    fn fill(&mut self, hints: &mut Hints, asid: u16, va: u64, hit: TlbHit, missed: bool) {
+    /// least recently used (the first of equals). `missed`: the ASID and
+    /// tag of a lookup that missed since the last fill (see [`Tlb`]).
+    fn fill(&mut self, hints: &mut Hints, asid: u16, va: u64, hit: TlbHit, missed: Missed) {
         self.entries.allocate();
         let tag = Self::tag(va, hit.huge);
         let victim = self.victim(hints, asid, tag, missed);
@@ -645,14 +644,15 @@ impl TlbData {
             flags |= HUGE;
             self.any_huge = true;
         }
+        let lru = self.next_tick(hints);
         self.entries.tag[victim] = tag;
-        self.entries.lru[victim] = self.next_tick(hints);
         self.entries.info[victim] = Info {
             pfn: hit.pfn,
             owner: hit.owner,
             frame_gen: hit.frame_gen,
             epoch: self.epoch(asid),
             gepoch: self.gepoch,
+            lru,
             asid,
             flags,
         };
@@ -661,11 +661,13 @@ impl TlbData {
     /// The entry a fill of `tag` for `asid` replaces (see [`TlbData::fill`]);
     /// the set's hints are updated for the fill.
     #[inline(always)]
-    fn victim(&self, hints: &mut Hints, asid: u16, tag: u64, missed: bool) -> usize {
+    fn victim(&self, hints: &mut Hints, asid: u16, tag: u64, missed: Missed) -> usize {
         let set = self.set_of(tag);
         let first = self.ways_of(set).start;
         let h = &mut hints.sets[set];
         if h.live == hints.flush_gen {
+            // (A 2 MiB tag is never a missed 4 KiB one.)
+            let missed = missed == Some((asid, tag));
             let v = self.victim_in_live_set(set, asid, tag, missed, h.oldest);
             h.oldest = if h.oldest == NO_ORDER || v != first + h.oldest as usize {
                 NO_ORDER
@@ -692,22 +694,25 @@ impl TlbData {
     /// ascend, all below the next tick?
     fn ascending_to(&self, set: usize, v: usize) -> bool {
         let ways = self.ways_of(set);
-        let lru = &self.entries.lru[ways.start..v];
+        let info = &self.entries.info[ways.start..v];
         v == ways.end - 1
-            && lru.windows(2).all(|w| w[0] < w[1])
-            && lru.last().is_none_or(|&l| l < self.tick.wrapping_add(1))
+            && info.windows(2).all(|w| w[0].lru < w[1].lru)
+            && info
+                .last()
+                .is_none_or(|e| e.lru < self.tick.wrapping_add(1))
     }
 
     /// The victim in set `set` (see [`TlbData::fill`]), testing liveness;
     /// and whether every other way of the set holds a live translation.
+    #[inline(always)]
     fn victim_scan(&self, set: usize, asid: u16, tag: u64) -> (usize, bool) {
         let own = self.epoch(asid);
         let ways = self.ways_of(set);
         let (first, last) = (ways.start, ways.end - 1);
         let e = &self.entries;
-        let (tags, lru, info) = (&e.tag[ways.clone()], &e.lru[ways.clone()], &e.info[ways]);
+        let (tags, info) = (&e.tag[ways.clone()], &e.info[ways]);
         let (mut victim, mut oldest) = (first, u32::MAX);
-        for (i, ((&t, &l), e)) in (first..).zip(tags.iter().zip(lru).zip(info)) {
+        for (i, (&t, e)) in (first..).zip(tags.iter().zip(info)) {
             let epoch = if e.asid == asid {
                 own
             } else {
@@ -717,8 +722,8 @@ impl TlbData {
                 // The ways before it were live.
                 return (i, i == last);
             }
-            if l < oldest {
-                (victim, oldest) = (i, l);
+            if e.lru < oldest {
+                (victim, oldest) = (i, e.lru);
             }
         }
         (victim, true)
@@ -753,7 +758,7 @@ impl TlbData {
         }
         let mut victim = 0;
         let mut min = u32::MAX;
-        for (j, &l) in self.entries.lru[ways].iter().enumerate() {
+        for (j, &Info { lru: l, .. }) in self.entries.info[ways].iter().enumerate() {
             if l < min {
                 (victim, min) = (j, l);
             }
