@@ -18,7 +18,7 @@
 
 use crate::Pfn;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 const VALID: u8 = 1;
@@ -73,12 +73,10 @@ impl Entries {
         }
     }
 
-    /// The arrays, allocated (all zero) if they were not yet.
+    /// The arrays, allocated (all zero).
     fn allocate(&mut self) {
-        if self.tag.is_empty() {
-            self.tag = vec![0; self.len];
-            self.info = vec![Info::default(); self.len];
-        }
+        self.tag = vec![0; self.len];
+        self.info = vec![Info::default(); self.len];
     }
 
     /// Is every entry all zero?
@@ -171,7 +169,7 @@ pub struct PscHit {
 /// the world per transition and a step changes one CPU's TLB at most), and
 /// their hash is cached until the next change, so a clone's unchanged TLBs
 /// cost neither a copy nor a rehash.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Tlb {
     s: Arc<Shared>,
     /// The ASID and 4 KiB tag of the last lookup, if it missed and no
@@ -180,6 +178,21 @@ pub struct Tlb {
     /// for one. A hint, not state: not compared or hashed. (Kept out of
     /// the shared contents: a miss must not unshare them.)
     missed: Missed,
+    /// The paging-structure-cache slot last found or filled: probed first
+    /// by `psc_lookup`, and a refill of the identical entry there is
+    /// skipped. A hint, as `missed` (atomic: a lookup through `&self`
+    /// moves it).
+    psc_mru: AtomicU32,
+}
+
+impl Clone for Tlb {
+    fn clone(&self) -> Self {
+        Tlb {
+            s: Arc::clone(&self.s),
+            missed: self.missed,
+            psc_mru: AtomicU32::new(self.psc_mru.load(Ordering::Relaxed)),
+        }
+    }
 }
 
 /// The ASID and 4 KiB tag of a lookup that missed (see [`Tlb`]).
@@ -213,12 +226,9 @@ struct Hints {
     /// that is whenever live entries may have died all over the TLB, and
     /// when the LRU tick comes round to 0.
     flush_gen: u64,
-    /// What is known of each set.
+    /// What is known of each set (empty until the first fill, like the
+    /// entries).
     sets: Vec<SetHint>,
-    /// The paging-structure-cache slot filled last: probed first by
-    /// `psc_lookup`, and a refill of the identical entry there is skipped
-    /// (a walk through a cached table fills what it found).
-    psc_mru: u32,
 }
 
 /// What a TLB knows of one of its sets (a hint, as [`Hints`]).
@@ -291,9 +301,9 @@ impl Tlb {
     /// paging-structure cache of `psc_entries` PTE-table pointers.
     pub fn new(entries: u32, ways: u32, psc_entries: u32) -> Self {
         let data = TlbData::new(entries, ways, psc_entries);
-        let sets = data.set_mask as usize + 1;
         Tlb {
             missed: None,
+            psc_mru: AtomicU32::new(0),
             s: Arc::new(Shared {
                 data,
                 digest: AtomicU64::new(0),
@@ -301,14 +311,7 @@ impl Tlb {
                     filled: 0,
                     tables: [0; 256],
                     flush_gen: 1,
-                    sets: vec![
-                        SetHint {
-                            live: 0,
-                            oldest: NO_ORDER
-                        };
-                        sets
-                    ],
-                    psc_mru: 0,
+                    sets: Vec::new(),
                 },
             }),
         }
@@ -373,7 +376,12 @@ impl Tlb {
 
     /// Look up the PTE table that maps `va`'s 2 MiB region.
     pub fn psc_lookup(&self, asid: u16, va: u64) -> Option<PscHit> {
-        self.d().psc_lookup(self.s.hints.psc_mru as usize, asid, va)
+        let mru = self.psc_mru.load(Ordering::Relaxed) as usize;
+        let (slot, hit) = self.d().psc_lookup(mru, asid, va)?;
+        if slot != mru {
+            self.psc_mru.store(slot as u32, Ordering::Relaxed);
+        }
+        Some(hit)
     }
 
     /// Does the paging-structure cache hold a live pointer to `table` for `asid`?
@@ -388,13 +396,14 @@ impl Tlb {
             .psc_entry(asid, va >> crate::HPAGE_SHIFT, table, table_gen);
         // The slot holding this region and ASID would be overwritten with
         // the same entry: nothing to change (and nothing to unshare).
-        if self.d().psc.get(self.s.hints.psc_mru as usize) == Some(&e) {
+        let mru = *self.psc_mru.get_mut() as usize;
+        if self.d().psc.get(mru) == Some(&e) {
             return;
         }
         let s = self.shared_mut();
         let (slot, gone) = TlbData::cache_insert(&mut s.data.psc, &mut s.data.psc_next, e);
-        s.hints.psc_mru = slot as u32;
         s.hints.note_table(table, gone);
+        *self.psc_mru.get_mut() = slot as u32;
     }
 
     /// Remember the PMD table a walk reached through the PUD entry of `va`.
@@ -633,7 +642,14 @@ impl TlbData {
     /// least recently used (the first of equals). `missed`: the ASID and
     /// tag of a lookup that missed since the last fill (see [`Tlb`]).
     fn fill(&mut self, hints: &mut Hints, asid: u16, va: u64, hit: TlbHit, missed: Missed) {
-        self.entries.allocate();
+        if self.entries.tag.is_empty() {
+            self.entries.allocate();
+            let unknown = SetHint {
+                live: 0,
+                oldest: NO_ORDER,
+            };
+            hints.sets = vec![unknown; self.set_mask as usize + 1];
+        }
         let tag = Self::tag(va, hit.huge);
         let victim = self.victim(hints, asid, tag, missed);
         let mut flags = VALID;
@@ -767,8 +783,8 @@ impl TlbData {
     }
 
     /// Look up the PTE table that maps `va`'s 2 MiB region, probing slot
-    /// `mru` first.
-    pub fn psc_lookup(&self, mru: usize, asid: u16, va: u64) -> Option<PscHit> {
+    /// `mru` first; and its slot.
+    pub fn psc_lookup(&self, mru: usize, asid: u16, va: u64) -> Option<(usize, PscHit)> {
         let region = va >> crate::HPAGE_SHIFT;
         let (epoch, pepoch) = (self.epoch(asid), self.psc_epoch(asid));
         let hit = |p: &&PscEntry| {
@@ -782,14 +798,16 @@ impl TlbData {
         // At most one valid entry holds a region of an ASID (`cache_insert`
         // replaces it in place): a match in slot `mru` is the one a scan
         // finds.
-        let p = match self.psc.get(mru).filter(hit) {
-            Some(p) => p,
-            None => self.psc.iter().find(hit)?,
+        let slot = match self.psc.get(mru).filter(hit) {
+            Some(_) => mru,
+            None => self.psc.iter().position(|p| hit(&p))?,
         };
-        Some(PscHit {
+        let p = &self.psc[slot];
+        let found = PscHit {
             table: p.table,
             table_gen: p.table_gen,
-        })
+        };
+        Some((slot, found))
     }
 
     /// Does the paging-structure cache hold a live pointer to `table` for `asid`?
