@@ -183,6 +183,11 @@ pub struct Tlb {
     /// skipped. A hint, as `missed` (atomic: a lookup through `&self`
     /// moves it).
     psc_mru: AtomicU32,
+    /// Bit `t % 256` is set when `Hints::tables[t % 256]` is not 0: the
+    /// same filter, here so that `psc_holds` on a TLB that cannot hold
+    /// the table reads no shared contents (the monitor asks every CPU for
+    /// every freed table). A hint, as `missed`.
+    psc_tables: [u64; 4],
 }
 
 impl Clone for Tlb {
@@ -191,6 +196,7 @@ impl Clone for Tlb {
             s: Arc::clone(&self.s),
             missed: self.missed,
             psc_mru: AtomicU32::new(self.psc_mru.load(Ordering::Relaxed)),
+            psc_tables: self.psc_tables,
         }
     }
 }
@@ -263,16 +269,17 @@ impl Clone for Shared {
 }
 
 impl Hints {
-    /// `table` was just cached in place of an entry of `gone` (if valid).
-    fn note_table(&mut self, table: Pfn, gone: Option<Pfn>) {
+    /// `table` was just cached in place of an entry of `gone` (if valid);
+    /// whether `gone`'s bucket still holds a table.
+    fn note_table(&mut self, table: Pfn, gone: Option<Pfn>) -> bool {
         let n = &mut self.tables[table as usize % 256];
         *n = n.saturating_add(1);
-        if let Some(g) = gone {
-            let n = &mut self.tables[g as usize % 256];
-            if *n != u8::MAX {
-                *n -= 1;
-            }
+        let Some(g) = gone else { return false };
+        let n = &mut self.tables[g as usize % 256];
+        if *n != u8::MAX {
+            *n -= 1;
         }
+        *n != 0
     }
 }
 
@@ -304,6 +311,7 @@ impl Tlb {
         Tlb {
             missed: None,
             psc_mru: AtomicU32::new(0),
+            psc_tables: [0; 4],
             s: Arc::new(Shared {
                 data,
                 digest: AtomicU64::new(0),
@@ -386,7 +394,20 @@ impl Tlb {
 
     /// Does the paging-structure cache hold a live pointer to `table` for `asid`?
     pub fn psc_holds(&self, asid: u16, table: Pfn) -> bool {
-        self.s.hints.tables[table as usize % 256] != 0 && self.d().psc_holds(asid, table)
+        let b = table as usize % 256;
+        self.psc_tables[b / 64] & 1 << (b % 64) != 0 && self.d().psc_holds(asid, table)
+    }
+
+    /// `table` was just cached in place of an entry of `gone` (if valid).
+    fn note_table(&mut self, table: Pfn, gone: Option<Pfn>) {
+        let left = self.shared_mut().hints.note_table(table, gone);
+        let b = table as usize % 256;
+        self.psc_tables[b / 64] |= 1 << (b % 64);
+        if let Some(g) = gone {
+            let b = g as usize % 256;
+            self.psc_tables[b / 64] &= !(1 << (b % 64));
+            self.psc_tables[b / 64] |= u64::from(left) << (b % 64);
+        }
     }
 
     /// Remember the PTE table a walk went through.
@@ -402,7 +423,7 @@ impl Tlb {
         }
         let s = self.shared_mut();
         let (slot, gone) = TlbData::cache_insert(&mut s.data.psc, &mut s.data.psc_next, e);
-        s.hints.note_table(table, gone);
+        self.note_table(table, gone);
         *self.psc_mru.get_mut() = slot as u32;
     }
 
@@ -411,7 +432,7 @@ impl Tlb {
         let s = self.shared_mut();
         let e = s.data.psc_entry(asid, va >> PUD_SHIFT, table, table_gen);
         let (_, gone) = TlbData::cache_insert(&mut s.data.upper, &mut s.data.upper_next, e);
-        s.hints.note_table(table, gone);
+        self.note_table(table, gone);
     }
 
     /// `INVLPG` / `TLBI VAE1` / `sfence.vma va, asid`: drop the translations
@@ -1260,5 +1281,24 @@ mod tests {
                 assert!(c == d, "idle: {start:#x}..{end:#x} leaf {leaf}");
             }
         }
+    }
+
+    /// `psc_holds` answers from the entries whatever the table filter says:
+    /// tables sharing a bucket, replaced entries, stale ones.
+    #[test]
+    fn psc_holds_follows_the_entries() {
+        let mut t = Tlb::new(64, 4, 2);
+        t.psc_fill(1, 0, 7, 0);
+        t.psc_fill(1, 1 << 21, 7 + 256, 0);
+        assert!(t.psc_holds(1, 7) && t.psc_holds(1, 7 + 256) && !t.psc_holds(1, 7 + 512));
+        assert!(!t.psc_holds(2, 7), "another ASID");
+        t.psc_fill(1, 2 << 21, 9, 0); // replaces the entry of table 7
+        assert!(!t.psc_holds(1, 7) && t.psc_holds(1, 7 + 256) && t.psc_holds(1, 9));
+        t.pud_psc_fill(1, 0, 7, 0);
+        assert!(t.psc_holds(1, 7), "the PUD-entry cache counts too");
+        let u = t.clone();
+        t.flush_one(1, 0);
+        assert!(!t.psc_holds(1, 9), "stale after INVLPG");
+        assert!(u.psc_holds(1, 9), "a clone keeps its own");
     }
 }
