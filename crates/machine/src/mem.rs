@@ -72,8 +72,6 @@ struct Table {
     e: [u64; PTRS_PER_TABLE],
     /// Wrapping sum of [`entry_digest`] over the entries.
     digest: u64,
-    /// How many entries are not 0 (follows from `e`).
-    used: u16,
 }
 
 impl Table {
@@ -81,7 +79,6 @@ impl Table {
         Arc::new(Table {
             e: [0; PTRS_PER_TABLE],
             digest: 0,
-            used: 0,
         })
     }
 }
@@ -237,8 +234,9 @@ impl PhysMem {
         m.gen = m.gen.wrapping_add(1);
         if let Some(t) = self.tables[pfn as usize].take() {
             // Unshared (no clone holds it) and all zero: as good as new.
-            let zero = t.used == 0 && Arc::strong_count(&t) == 1 && Arc::weak_count(&t) == 0;
-            if zero && self.spare.len() < SPARE_TABLES {
+            // (The digest of an all-zero table is 0: most others are not.)
+            let spare = self.spare.len() < SPARE_TABLES && Arc::strong_count(&t) == 1;
+            if spare && t.digest == 0 && t.e.iter().fold(0, |or, &e| or | e) == 0 {
                 self.spare.push(t);
             }
         }
@@ -345,7 +343,6 @@ impl PhysMem {
             .digest
             .wrapping_sub(entry_digest(idx, old))
             .wrapping_add(entry_digest(idx, val));
-        t.used = t.used + u16::from(val != 0) - u16::from(old != 0);
         t.e[idx] = val;
     }
 
@@ -353,14 +350,15 @@ impl PhysMem {
     pub fn table_empty(&self, pfn: Pfn) -> bool {
         self.tables[pfn as usize]
             .as_ref()
-            .is_none_or(|t| t.used == 0 || t.e.iter().all(|e| !pte::present(*e)))
+            .is_none_or(|t| t.e.iter().all(|e| !pte::present(*e)))
     }
 }
 
 /// A page-table page to write, copied first if a world clone shares it.
 #[inline]
 fn table_mut(t: &mut Arc<Table>) -> &mut Table {
-    if Arc::strong_count(t) != 1 || Arc::weak_count(t) != 0 {
+    // (No Weak of it is ever made: the strong count says it all.)
+    if Arc::strong_count(t) != 1 {
         unshare(t);
     }
     // SAFETY: this is the only Arc and no Weak exists (none is ever made;

@@ -334,7 +334,8 @@ impl Tlb {
     /// is dropped (the caller changes the contents).
     #[inline(always)]
     fn shared_mut(&mut self) -> &mut Shared {
-        if Arc::strong_count(&self.s) != 1 || Arc::weak_count(&self.s) != 0 {
+        // (No Weak of it is ever made: the strong count says it all.)
+        if Arc::strong_count(&self.s) != 1 {
             self.unshare();
         }
         // SAFETY: this is the only Arc and no Weak exists (none is ever
@@ -834,9 +835,10 @@ impl TlbData {
     /// Does the paging-structure cache hold a live pointer to `table` for `asid`?
     pub fn psc_holds(&self, asid: u16, table: Pfn) -> bool {
         let (epoch, pepoch) = (self.epoch(asid), self.psc_epoch(asid));
+        // (The table first: it tells most entries apart.)
         self.psc.iter().chain(&self.upper).any(|p| {
-            p.valid
-                && p.table == table
+            p.table == table
+                && p.valid
                 && p.asid == asid
                 && p.gepoch == self.gepoch
                 && p.epoch == epoch
