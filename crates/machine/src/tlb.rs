@@ -399,9 +399,9 @@ impl Tlb {
         self.psc_tables[b / 64] & 1 << (b % 64) != 0 && self.d().psc_holds(asid, table)
     }
 
-    /// `table` was just cached in place of an entry of `gone` (if valid).
-    fn note_table(&mut self, table: Pfn, gone: Option<Pfn>) {
-        let left = self.shared_mut().hints.note_table(table, gone);
+    /// `table` was just cached in place of an entry of `gone` (if valid),
+    /// whose bucket still holds a table if `left`: the filter follows.
+    fn note_table(&mut self, table: Pfn, gone: Option<Pfn>, left: bool) {
         let b = table as usize % 256;
         self.psc_tables[b / 64] |= 1 << (b % 64);
         if let Some(g) = gone {
@@ -424,7 +424,8 @@ impl Tlb {
         }
         let s = self.shared_mut();
         let (slot, gone) = TlbData::cache_insert(&mut s.data.psc, &mut s.data.psc_next, e);
-        self.note_table(table, gone);
+        let left = s.hints.note_table(table, gone);
+        self.note_table(table, gone, left);
         *self.psc_mru.get_mut() = slot as u32;
     }
 
@@ -433,7 +434,8 @@ impl Tlb {
         let s = self.shared_mut();
         let e = s.data.psc_entry(asid, va >> PUD_SHIFT, table, table_gen);
         let (_, gone) = TlbData::cache_insert(&mut s.data.upper, &mut s.data.upper_next, e);
-        self.note_table(table, gone);
+        let left = s.hints.note_table(table, gone);
+        self.note_table(table, gone, left);
     }
 
     /// `INVLPG` / `TLBI VAE1` / `sfence.vma va, asid`: drop the translations
@@ -744,9 +746,14 @@ impl TlbData {
     /// and whether every other way of the set holds a live translation.
     #[inline(always)]
     fn victim_scan(&self, set: usize, asid: u16, tag: u64) -> (usize, bool) {
-        let own = self.epoch(asid);
         let ways = self.ways_of(set);
         let (first, last) = (ways.start, ways.end - 1);
+        // Mostly the first way, when flushed, is the one filled again.
+        let e = &self.entries.info[first];
+        if e.flags & VALID == 0 || e.gepoch != self.gepoch {
+            return (first, first == last);
+        }
+        let own = self.epoch(asid);
         let e = &self.entries;
         let (tags, info) = (&e.tag[ways.clone()], &e.info[ways]);
         let (mut victim, mut oldest) = (first, u32::MAX);
