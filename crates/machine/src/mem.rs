@@ -72,6 +72,8 @@ struct Table {
     e: [u64; PTRS_PER_TABLE],
     /// Wrapping sum of [`entry_digest`] over the entries.
     digest: u64,
+    /// How many entries are not 0 (follows from `e`).
+    used: u16,
 }
 
 impl Table {
@@ -79,6 +81,7 @@ impl Table {
         Arc::new(Table {
             e: [0; PTRS_PER_TABLE],
             digest: 0,
+            used: 0,
         })
     }
 }
@@ -234,9 +237,7 @@ impl PhysMem {
         m.gen = m.gen.wrapping_add(1);
         if let Some(t) = self.tables[pfn as usize].take() {
             // Unshared (no clone holds it) and all zero: as good as new.
-            // (The digest of an all-zero table is 0: most others are not.)
-            let spare = self.spare.len() < SPARE_TABLES && Arc::strong_count(&t) == 1;
-            if spare && t.digest == 0 && t.e.iter().fold(0, |or, &e| or | e) == 0 {
+            if t.used == 0 && self.spare.len() < SPARE_TABLES && Arc::strong_count(&t) == 1 {
                 self.spare.push(t);
             }
         }
@@ -343,6 +344,7 @@ impl PhysMem {
             .digest
             .wrapping_sub(entry_digest(idx, old))
             .wrapping_add(entry_digest(idx, val));
+        t.used = t.used + u16::from(val != 0) - u16::from(old != 0);
         t.e[idx] = val;
     }
 
