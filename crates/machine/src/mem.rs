@@ -72,7 +72,22 @@ struct Table {
     e: [u64; PTRS_PER_TABLE],
     /// Wrapping sum of [`entry_digest`] over the entries.
     digest: u64,
+    /// How many entries are not 0 (follows from `e`).
+    used: u16,
 }
+
+impl Table {
+    fn new() -> Arc<Self> {
+        Arc::new(Table {
+            e: [0; PTRS_PER_TABLE],
+            digest: 0,
+            used: 0,
+        })
+    }
+}
+
+/// Page-table pages freed all zero, kept for reuse (at most this many).
+const SPARE_TABLES: usize = 64;
 
 /// One entry's share of a table digest: zero for an empty entry, else a
 /// well-mixed function of its index and value (splitmix64's finaliser).
@@ -92,14 +107,44 @@ fn entry_digest(idx: usize, val: u64) -> u64 {
 /// Table pages are shared copy-on-write between clones of the memory (the
 /// checker clones the world once per explored transition and most steps
 /// write no page table), and hash as their digests.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct PhysMem {
     meta: Vec<FrameMeta>,
     free: Vec<Pfn>,
     tables: Vec<Option<Arc<Table>>>,
     limit: u32,
     in_use: u32,
+    /// Zeroed page-table pages to hand out again instead of allocating and
+    /// zeroing 4 KiB (unmap-heavy runs free and allocate tables all the
+    /// time). Not state: neither compared nor hashed, not cloned.
+    spare: Vec<Arc<Table>>,
 }
+
+impl Clone for PhysMem {
+    fn clone(&self) -> Self {
+        PhysMem {
+            meta: self.meta.clone(),
+            free: self.free.clone(),
+            tables: self.tables.clone(),
+            limit: self.limit,
+            in_use: self.in_use,
+            spare: Vec::new(),
+        }
+    }
+}
+
+impl PartialEq for PhysMem {
+    fn eq(&self, o: &Self) -> bool {
+        (
+            &self.meta,
+            &self.free,
+            &self.tables,
+            self.limit,
+            self.in_use,
+        ) == (&o.meta, &o.free, &o.tables, o.limit, o.in_use)
+    }
+}
+impl Eq for PhysMem {}
 
 /// Every field; each frame as two words (its metadata packed, its table
 /// digest or 0), one hasher round each instead of one per field.
@@ -138,6 +183,7 @@ impl PhysMem {
             tables: vec![None],
             limit,
             in_use: 0,
+            spare: Vec::new(),
         }
     }
 
@@ -149,10 +195,7 @@ impl PhysMem {
             None => {
                 let p = self.meta.len() as Pfn;
                 if p > self.limit {
-                    return Err(Error::TooBig(format!(
-                        "out of simulated memory: more than {} frames in use (raise machine.memory)",
-                        self.limit
-                    )));
+                    return Err(self.out_of_memory());
                 }
                 self.meta.push(FrameMeta {
                     gen: 0,
@@ -169,13 +212,19 @@ impl PhysMem {
         m.usage = usage;
         m.refs = 1;
         if let FrameUse::Table(_) = usage {
-            self.tables[pfn as usize] = Some(Arc::new(Table {
-                e: [0; PTRS_PER_TABLE],
-                digest: 0,
-            }));
+            let t = self.spare.pop().unwrap_or_else(Table::new);
+            self.tables[pfn as usize] = Some(t);
         }
         self.in_use += 1;
         Ok(pfn)
+    }
+
+    #[cold]
+    fn out_of_memory(&self) -> Error {
+        Error::TooBig(format!(
+            "out of simulated memory: more than {} frames in use (raise machine.memory)",
+            self.limit
+        ))
     }
 
     /// Free a frame: its generation moves on, its table contents are gone.
@@ -186,7 +235,12 @@ impl PhysMem {
         m.refs = 0;
         m.gup = 0;
         m.gen = m.gen.wrapping_add(1);
-        self.tables[pfn as usize] = None;
+        if let Some(t) = self.tables[pfn as usize].take() {
+            // Unshared (no clone holds it) and all zero: as good as new.
+            if t.used == 0 && self.spare.len() < SPARE_TABLES && Arc::strong_count(&t) == 1 {
+                self.spare.push(t);
+            }
+        }
         self.in_use -= 1;
         self.free.push(pfn);
     }
@@ -290,6 +344,7 @@ impl PhysMem {
             .digest
             .wrapping_sub(entry_digest(idx, old))
             .wrapping_add(entry_digest(idx, val));
+        t.used = t.used + u16::from(val != 0) - u16::from(old != 0);
         t.e[idx] = val;
     }
 
@@ -304,18 +359,25 @@ impl PhysMem {
 /// A page-table page to write, copied first if a world clone shares it.
 #[inline]
 fn table_mut(t: &mut Arc<Table>) -> &mut Table {
-    if Arc::strong_count(t) == 1 && Arc::weak_count(t) == 0 {
-        // SAFETY: this is the only Arc and no Weak exists (none is ever
-        // made), and `&mut t` keeps it so while the borrow lives: nothing
-        // else can reach the table. (`Arc::make_mut` does the same after
-        // an atomic compare-exchange, which the simulator paid on every
-        // page-table write.) The fence orders this after the last use by
-        // a clone dropped on another thread.
-        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-        unsafe { &mut *(Arc::as_ptr(t) as *mut Table) }
-    } else {
-        Arc::make_mut(t)
+    // (No Weak of it is ever made: the strong count says it all.)
+    if Arc::strong_count(t) != 1 {
+        unshare(t);
     }
+    // SAFETY: this is the only Arc and no Weak exists (none is ever made;
+    // `unshare` made a copy if a clone shared it), and `&mut t` keeps it
+    // so while the borrow lives: nothing else can reach the table.
+    // (`Arc::make_mut` does the same after an atomic compare-exchange,
+    // which the simulator paid on every page-table write.) The fence
+    // orders this after the last use by a clone dropped on another thread.
+    std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+    unsafe { &mut *(Arc::as_ptr(t) as *mut Table) }
+}
+
+/// Copy a page-table page a clone shares (out of line: the checker's path).
+#[cold]
+#[inline(never)]
+fn unshare(t: &mut Arc<Table>) {
+    Arc::make_mut(t);
 }
 
 /// Index of `va` in the page-table page at `level` (4 = PGD ... 1 = PTE).
@@ -377,5 +439,37 @@ mod tests {
     fn indices() {
         let va = (3u64 << 39) | (5 << 30) | (7 << 21) | (9 << 12);
         assert_eq!([4, 3, 2, 1].map(|l| table_index(va, l)), [3, 5, 7, 9]);
+    }
+
+    /// A table freed all zero comes back as a new one (same contents, same
+    /// hash); one freed with entries, or that a clone still holds, does not
+    /// leak them.
+    #[test]
+    fn freed_tables_come_back_zero() {
+        let mut m = PhysMem::new(8);
+        let t = m.alloc(FrameUse::Table(1)).unwrap();
+        m.write(t, 1, pte::make(5, 0));
+        m.write(t, 1, 0);
+        m.free(t);
+        let u = m.alloc(FrameUse::Table(1)).unwrap();
+        assert_eq!(u, t, "LIFO");
+        assert!((0..PTRS_PER_TABLE).all(|i| m.read(u, i) == Some(0)));
+        let mut fresh = PhysMem::new(8);
+        fresh.alloc(FrameUse::Table(1)).unwrap();
+        fresh.free(t);
+        fresh.alloc(FrameUse::Table(1)).unwrap();
+        assert_eq!((&m, fp(&m)), (&fresh, fp(&fresh)));
+        m.write(u, 2, pte::make(6, 0));
+        let held = m.clone();
+        m.write(u, 2, 0);
+        m.free(u);
+        let v = m.alloc(FrameUse::Table(1)).unwrap();
+        assert_eq!(held.read(v, 2).map(pte::pfn), Some(6), "the clone's copy");
+        assert_eq!(m.read(v, 2), Some(0));
+        m.write(v, 3, pte::make(7, 0));
+        m.free(v);
+        let w = m.alloc(FrameUse::Table(1)).unwrap();
+        assert_eq!(m.read(w, 3), Some(0), "freed with an entry: not reused");
+        assert!(m.table_empty(w));
     }
 }

@@ -18,7 +18,7 @@
 
 use crate::Pfn;
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 const VALID: u8 = 1;
@@ -31,21 +31,91 @@ const HUGE: u8 = 4;
 /// Marks a tag as a 2 MiB translation so it never aliases a 4 KiB one.
 const HUGE_TAG: u64 = 1 << 63;
 
-/// Packed to 4-byte alignment: 36 bytes instead of 40 (4 bytes of padding
-/// per entry were 6 MB of TLBs at 1024 CPUs).
+/// What an entry holds besides its tag (aligned to 32 bytes, a power of
+/// two, so that indexing is a shift).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[repr(C, packed(4))]
-struct Entry {
-    tag: u64,
+#[repr(align(32))]
+struct Info {
     pfn: Pfn,
     /// Monitor-only: the address space the translation was filled for.
     owner: u32,
     frame_gen: u32,
+    /// The epoch of the entry's ASID when it was filled.
     epoch: u32,
+    /// The global epoch when it was filled.
     gepoch: u32,
+    /// Tick of the last fill or hit (LRU replacement).
     lru: u32,
     asid: u16,
     flags: u8,
+}
+
+/// The translations, entry `i` being way `i % ways` of set `i / ways`, in
+/// two arrays: the tags, which a lookup compares side by side, and the
+/// rest, read on a match.
+///
+/// The arrays stay empty (no memory) until the first fill: an empty array
+/// stands for `len` all-zero entries, which are empty ones, so the TLBs of
+/// CPUs that never run cost nothing. Compared and hashed as those entries.
+#[derive(Clone, Debug)]
+struct Entries {
+    len: usize,
+    tag: Vec<u64>,
+    info: Vec<Info>,
+}
+
+impl Entries {
+    fn new(len: usize) -> Self {
+        Entries {
+            len,
+            tag: Vec::new(),
+            info: Vec::new(),
+        }
+    }
+
+    /// The arrays, allocated (all zero).
+    fn allocate(&mut self) {
+        self.tag = vec![0; self.len];
+        self.info = vec![Info::default(); self.len];
+    }
+
+    /// Is every entry all zero?
+    fn is_zero(&self) -> bool {
+        self.tag.iter().all(|&t| t == 0) && self.info.iter().all(|i| *i == Info::default())
+    }
+}
+
+impl PartialEq for Entries {
+    fn eq(&self, o: &Self) -> bool {
+        self.len == o.len
+            && match (self.tag.is_empty(), o.tag.is_empty()) {
+                (false, false) => self.tag == o.tag && self.info == o.info,
+                _ => self.is_zero() && o.is_zero(),
+            }
+    }
+}
+impl Eq for Entries {}
+
+/// Hashes as the array of entries it replaced (`Vec<Entry>`, so that the
+/// checker's fingerprints did not change): the length, then each entry as
+/// five words, its fields packed (one hasher round per word, not per field).
+impl Hash for Entries {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_usize(self.len);
+        if self.tag.is_empty() {
+            for _ in 0..self.len * 5 {
+                h.write_u64(0);
+            }
+            return;
+        }
+        for (&tag, e) in self.tag.iter().zip(&self.info) {
+            h.write_u64(tag);
+            h.write_u64(u64::from(e.pfn) | u64::from(e.owner) << 32);
+            h.write_u64(u64::from(e.frame_gen) | u64::from(e.epoch) << 32);
+            h.write_u64(u64::from(e.gepoch) | u64::from(e.lru) << 32);
+            h.write_u64(u64::from(e.asid) | u64::from(e.flags) << 16);
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -60,19 +130,7 @@ struct PscEntry {
     valid: bool,
 }
 
-/// Every field, packed into five words (the checker hashes a TLB whenever
-/// a step changed it; one hasher round per word, not per field).
-impl Hash for Entry {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        h.write_u64(self.tag);
-        h.write_u64(u64::from(self.pfn) | u64::from(self.owner) << 32);
-        h.write_u64(u64::from(self.frame_gen) | u64::from(self.epoch) << 32);
-        h.write_u64(u64::from(self.gepoch) | u64::from(self.lru) << 32);
-        h.write_u64(u64::from(self.asid) | u64::from(self.flags) << 16);
-    }
-}
-
-/// Every field, packed into four words (as [`Entry`]'s).
+/// Every field, packed into four words (as [`Entries`]').
 impl Hash for PscEntry {
     fn hash<H: Hasher>(&self, h: &mut H) {
         h.write_u64(self.region);
@@ -111,53 +169,117 @@ pub struct PscHit {
 /// the world per transition and a step changes one CPU's TLB at most), and
 /// their hash is cached until the next change, so a clone's unchanged TLBs
 /// cost neither a copy nor a rehash.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Tlb {
     s: Arc<Shared>,
+    /// The ASID and 4 KiB tag of the last lookup, if it missed and no
+    /// translation was filled and no ASID or global epoch moved since: no
+    /// live entry holds that tag and ASID, so a fill of it need not look
+    /// for one. A hint, not state: not compared or hashed. (Kept out of
+    /// the shared contents: a miss must not unshare them.)
+    missed: Missed,
+    /// The paging-structure-cache slot last found or filled: probed first
+    /// by `psc_lookup`, and a refill of the identical entry there is
+    /// skipped. A hint, as `missed` (atomic: a lookup through `&self`
+    /// moves it).
+    psc_mru: AtomicU32,
+    /// Bit `t % 256` is set when `Hints::tables[t % 256]` is not 0: the
+    /// same filter, here so that `psc_holds` on a TLB that cannot hold
+    /// the table reads no shared contents (the monitor asks every CPU for
+    /// every freed table). A hint, as `missed`.
+    psc_tables: [u64; 4],
 }
+
+impl Clone for Tlb {
+    fn clone(&self) -> Self {
+        Tlb {
+            s: Arc::clone(&self.s),
+            missed: self.missed,
+            psc_mru: AtomicU32::new(self.psc_mru.load(Ordering::Relaxed)),
+            psc_tables: self.psc_tables,
+        }
+    }
+}
+
+/// The ASID and 4 KiB tag of a lookup that missed (see [`Tlb`]).
+type Missed = Option<(u16, u64)>;
 
 #[derive(Debug)]
 struct Shared {
     data: TlbData,
     /// Hash of `data` (never 0), or 0 until computed since the last change.
     digest: AtomicU64,
+    hints: Hints,
+}
+
+/// Facts about a TLB's contents that let it answer without a scan: hints,
+/// not state. A clone copies them; they are neither compared nor hashed,
+/// and every answer is the one the contents alone give.
+#[derive(Clone, Debug)]
+struct Hints {
     /// Bit `asid % 64` is set once a translation of `asid` was filled: a
     /// flush of one address in an ASID whose bit is clear has no entry to
     /// drop (a broadcast TLBI reaches every CPU, most of which never ran
-    /// the mm). A hint about the past, not part of the state: not compared
-    /// or hashed.
+    /// the mm).
     filled: u64,
     /// `tables[t % 256]`: how many entries of the paging-structure caches
     /// hold a table `t` of that bucket, live or stale (255 sticks: never
     /// decremented again). `psc_holds` of a table in an empty bucket is
     /// false without a scan (the monitor asks it of every CPU for every
-    /// freed table). Kept on insert, the only change to the entries. A
-    /// hint, not state: not compared or hashed.
+    /// freed table). Kept on insert, the only change to the entries.
     tables: [u8; 256],
+    /// Moves on (from 1) whenever an ASID's epoch or the global epoch does,
+    /// that is whenever live entries may have died all over the TLB, and
+    /// when the LRU tick comes round to 0.
+    flush_gen: u64,
+    /// What is known of each set (empty until the first fill, like the
+    /// entries).
+    sets: Vec<SetHint>,
 }
+
+/// What a TLB knows of one of its sets (a hint, as [`Hints`]).
+#[derive(Clone, Copy, Debug)]
+struct SetHint {
+    /// `== Hints::flush_gen`: every way of the set holds a live
+    /// translation, so a fill there evicts the least recently used way (or
+    /// the one holding the same translation) without testing liveness.
+    /// Set by a fill that saw every other way live; dropped (0) when a
+    /// flush of one address clears an entry of the set.
+    live: u64,
+    /// With `live`, unless [`NO_ORDER`]: the ways from this one on, going
+    /// round, hold ascending LRU stamps, all below the next tick, so this
+    /// way is the least recently used. Set when a fill of the last way
+    /// makes the set live and the stamps ascend (fills of an emptied set
+    /// go way after way); moves on when the fill replaces that way; lost
+    /// on a hit in the set or another fill.
+    oldest: u32,
+}
+
+/// [`SetHint::oldest`] not known.
+const NO_ORDER: u32 = u32::MAX;
 
 impl Clone for Shared {
     fn clone(&self) -> Self {
         Shared {
             data: self.data.clone(),
             digest: AtomicU64::new(self.digest.load(Ordering::Relaxed)),
-            filled: self.filled,
-            tables: self.tables,
+            hints: self.hints.clone(),
         }
     }
 }
 
-impl Shared {
-    /// `table` was just cached in place of an entry of `gone` (if valid).
-    fn note_table(&mut self, table: Pfn, gone: Option<Pfn>) {
+impl Hints {
+    /// `table` was just cached in place of an entry of `gone` (if valid);
+    /// whether `gone`'s bucket still holds a table.
+    fn note_table(&mut self, table: Pfn, gone: Option<Pfn>) -> bool {
         let n = &mut self.tables[table as usize % 256];
         *n = n.saturating_add(1);
-        if let Some(g) = gone {
-            let n = &mut self.tables[g as usize % 256];
-            if *n != u8::MAX {
-                *n -= 1;
-            }
+        let Some(g) = gone else { return false };
+        let n = &mut self.tables[g as usize % 256];
+        if *n != u8::MAX {
+            *n -= 1;
         }
+        *n != 0
     }
 }
 
@@ -185,12 +307,20 @@ impl Tlb {
     /// A TLB of `entries` translations in `ways`-way sets, and a
     /// paging-structure cache of `psc_entries` PTE-table pointers.
     pub fn new(entries: u32, ways: u32, psc_entries: u32) -> Self {
+        let data = TlbData::new(entries, ways, psc_entries);
         Tlb {
+            missed: None,
+            psc_mru: AtomicU32::new(0),
+            psc_tables: [0; 4],
             s: Arc::new(Shared {
-                data: TlbData::new(entries, ways, psc_entries),
+                data,
                 digest: AtomicU64::new(0),
-                filled: 0,
-                tables: [0; 256],
+                hints: Hints {
+                    filled: 0,
+                    tables: [0; 256],
+                    flush_gen: 1,
+                    sets: Vec::new(),
+                },
             }),
         }
     }
@@ -202,22 +332,30 @@ impl Tlb {
 
     /// The shared part, unshared first if a clone shares it; its digest
     /// is dropped (the caller changes the contents).
-    #[inline]
+    #[inline(always)]
     fn shared_mut(&mut self) -> &mut Shared {
-        let s = if Arc::strong_count(&self.s) == 1 && Arc::weak_count(&self.s) == 0 {
-            // SAFETY: this is the only Arc and no Weak exists (none is
-            // ever made), and `&mut self` keeps it so while the borrow
-            // lives: nothing else can reach the value. (`Arc::make_mut`
-            // would do the same after an atomic compare-exchange, which
-            // the simulator paid on every TLB access.) The fence orders
-            // this after the last use by a clone dropped on another thread.
-            std::sync::atomic::fence(Ordering::Acquire);
-            unsafe { &mut *(Arc::as_ptr(&self.s) as *mut Shared) }
-        } else {
-            Arc::make_mut(&mut self.s)
-        };
+        // (No Weak of it is ever made: the strong count says it all.)
+        if Arc::strong_count(&self.s) != 1 {
+            self.unshare();
+        }
+        // SAFETY: this is the only Arc and no Weak exists (none is ever
+        // made; `unshare` made a copy if a clone shared it), and `&mut
+        // self` keeps it so while the borrow lives: nothing else can reach
+        // the value. (`Arc::make_mut` would do the same after an atomic
+        // compare-exchange, which the simulator paid on every TLB access.)
+        // The fence orders this after the last use by a clone dropped on
+        // another thread.
+        std::sync::atomic::fence(Ordering::Acquire);
+        let s = unsafe { &mut *(Arc::as_ptr(&self.s) as *mut Shared) };
         *s.digest.get_mut() = 0;
         s
+    }
+
+    /// Copy the contents a clone shares (out of line: the checker's path).
+    #[cold]
+    #[inline(never)]
+    fn unshare(&mut self) {
+        Arc::make_mut(&mut self.s);
     }
 
     /// The contents, unshared first if a clone shares them.
@@ -229,49 +367,113 @@ impl Tlb {
     /// Look `va` up for `asid`, 4 KiB first, then 2 MiB. Updates LRU.
     #[inline]
     pub fn lookup(&mut self, asid: u16, va: u64) -> Option<TlbHit> {
-        let i = self.d().find(asid, va)?;
-        Some(self.m().touch(i))
+        let Some((i, set)) = self.d().find(asid, va) else {
+            self.missed = Some((asid, va >> crate::PAGE_SHIFT));
+            return None;
+        };
+        let s = self.shared_mut();
+        Some(s.data.touch(&mut s.hints, i, set))
     }
 
     /// Cache a translation (a TLB fill after a page walk).
     pub fn fill(&mut self, asid: u16, va: u64, hit: TlbHit) {
+        let missed = self.missed.take();
         let s = self.shared_mut();
-        s.filled |= 1 << (asid % 64);
-        s.data.fill(asid, va, hit)
+        s.hints.filled |= 1 << (asid % 64);
+        s.data.fill(&mut s.hints, asid, va, hit, missed)
     }
 
     /// Look up the PTE table that maps `va`'s 2 MiB region.
     pub fn psc_lookup(&self, asid: u16, va: u64) -> Option<PscHit> {
-        self.d().psc_lookup(asid, va)
+        let mru = self.psc_mru.load(Ordering::Relaxed) as usize;
+        let (slot, hit) = self.d().psc_lookup(mru, asid, va)?;
+        if slot != mru {
+            self.psc_mru.store(slot as u32, Ordering::Relaxed);
+        }
+        Some(hit)
     }
 
     /// Does the paging-structure cache hold a live pointer to `table` for `asid`?
     pub fn psc_holds(&self, asid: u16, table: Pfn) -> bool {
-        self.s.tables[table as usize % 256] != 0 && self.d().psc_holds(asid, table)
+        let b = table as usize % 256;
+        self.psc_tables[b / 64] & 1 << (b % 64) != 0 && self.d().psc_holds(asid, table)
+    }
+
+    /// `table` was just cached in place of an entry of `gone` (if valid),
+    /// whose bucket still holds a table if `left`: the filter follows.
+    fn note_table(&mut self, table: Pfn, gone: Option<Pfn>, left: bool) {
+        let b = table as usize % 256;
+        self.psc_tables[b / 64] |= 1 << (b % 64);
+        if let Some(g) = gone {
+            let b = g as usize % 256;
+            self.psc_tables[b / 64] &= !(1 << (b % 64));
+            self.psc_tables[b / 64] |= u64::from(left) << (b % 64);
+        }
     }
 
     /// Remember the PTE table a walk went through.
     pub fn psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) {
+        let e = self
+            .d()
+            .psc_entry(asid, va >> crate::HPAGE_SHIFT, table, table_gen);
+        // The slot holding this region and ASID would be overwritten with
+        // the same entry: nothing to change (and nothing to unshare).
+        let mru = *self.psc_mru.get_mut() as usize;
+        if self.d().psc.get(mru) == Some(&e) {
+            return;
+        }
         let s = self.shared_mut();
-        let gone = s.data.psc_fill(asid, va, table, table_gen);
-        s.note_table(table, gone);
+        let (slot, gone) = TlbData::cache_insert(&mut s.data.psc, &mut s.data.psc_next, e);
+        let left = s.hints.note_table(table, gone);
+        self.note_table(table, gone, left);
+        *self.psc_mru.get_mut() = slot as u32;
     }
 
     /// Remember the PMD table a walk reached through the PUD entry of `va`.
     pub fn pud_psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) {
         let s = self.shared_mut();
-        let gone = s.data.pud_psc_fill(asid, va, table, table_gen);
-        s.note_table(table, gone);
+        let e = s.data.psc_entry(asid, va >> PUD_SHIFT, table, table_gen);
+        let (_, gone) = TlbData::cache_insert(&mut s.data.upper, &mut s.data.upper_next, e);
+        let left = s.hints.note_table(table, gone);
+        self.note_table(table, gone, left);
     }
 
     /// `INVLPG` / `TLBI VAE1` / `sfence.vma va, asid`: drop the translations
     /// of `va` in `asid`, and (as INVLPG does) every paging-structure-cache
     /// entry of that ASID.
     pub fn flush_one(&mut self, asid: u16, va: u64) {
-        if self.s.filled & (1 << (asid % 64)) == 0 {
-            TlbData::bump(&mut self.m().psc_epochs, asid);
+        if self.s.hints.filled & (1 << (asid % 64)) != 0 {
+            self.flush_one_leaf(asid, va);
+        }
+        TlbData::bump(&mut self.m().psc_epochs, asid);
+    }
+
+    /// [`Tlb::flush_one_leaf`] (if `leaf`) or [`Tlb::flush_one`] of every
+    /// `stride`-th address from `start` below `end`, as a range TLBI done
+    /// page by page: the same result, but a TLB that never filled the ASID
+    /// (most, on a big machine) costs one check, not one per page.
+    pub fn flush_range(&mut self, asid: u16, (start, end, stride): (u64, u64, u64), leaf: bool) {
+        assert!(stride > 0, "flush_range: stride 0");
+        let n = if start < end {
+            (end - start - 1) / stride + 1
         } else {
-            self.m().flush_one(asid, va)
+            0
+        };
+        if n == 0 {
+            return;
+        }
+        if self.s.hints.filled & (1 << (asid % 64)) != 0 {
+            let s = self.shared_mut();
+            for i in 0..n {
+                s.data
+                    .flush_leaf(&mut s.hints, start + i * stride, Some(asid));
+            }
+        }
+        if !leaf {
+            // `n` bumps of the ASID's walk-cache epoch.
+            let v = &mut self.m().psc_epochs;
+            TlbData::bump(v, asid);
+            v[asid as usize] = v[asid as usize].wrapping_add((n - 1) as u32);
         }
     }
 
@@ -279,26 +481,35 @@ impl Tlb {
     /// translations of `va` in `asid` only; walk-cache entries survive.
     pub fn flush_one_leaf(&mut self, asid: u16, va: u64) {
         // A TLB that never filled this ASID has no leaf entry to drop.
-        if self.s.filled & (1 << (asid % 64)) != 0 {
-            self.m().flush_one_leaf(asid, va)
+        if self.s.hints.filled & (1 << (asid % 64)) != 0 {
+            let s = self.shared_mut();
+            s.data.flush_leaf(&mut s.hints, va, Some(asid))
         }
     }
 
     /// Drop the translations of `va` under every ASID, global ones included
     /// (RISC-V `sfence.vma va, x0`; kernel mappings are global).
     pub fn flush_va(&mut self, va: u64) {
-        self.m().flush_va(va)
+        let s = self.shared_mut();
+        s.data.flush_leaf(&mut s.hints, va, None)
     }
 
     /// Drop every translation of `asid` (CR3 write with flush, INVPCID
     /// single-context, `TLBI ASIDE1`, `sfence.vma zero, asid`).
     pub fn flush_asid(&mut self, asid: u16) {
-        self.m().flush_asid(asid)
+        // (After 2^32 flushes an epoch comes round again: old entries live.)
+        self.missed = None;
+        let s = self.shared_mut();
+        TlbData::bump(&mut s.data.epochs, asid);
+        s.hints.flush_gen += 1;
     }
 
     /// Drop every translation (`__flush_tlb_all`, `TLBI VMALLE1`).
     pub fn flush_all(&mut self) {
-        self.m().flush_all()
+        self.missed = None;
+        let s = self.shared_mut();
+        s.data.gepoch = s.data.gepoch.wrapping_add(1);
+        s.hints.flush_gen += 1;
     }
 
     /// Number of live translations of `asid` (for tests and reports).
@@ -315,7 +526,7 @@ struct TlbData {
     ways: u32,
     /// Has any 2 MiB translation ever been cached? (Skips that probe if not.)
     any_huge: bool,
-    entries: Vec<Entry>,
+    entries: Entries,
     psc: Vec<PscEntry>,
     psc_next: u32,
     /// PUD-entry cache: PMD tables per 1 GiB region (same invalidation as `psc`).
@@ -336,7 +547,7 @@ impl TlbData {
             set_mask: sets as u64 - 1,
             ways,
             any_huge: false,
-            entries: vec![Entry::default(); (sets * ways) as usize],
+            entries: Entries::new((sets * ways) as usize),
             psc: vec![PscEntry::default(); psc_entries.max(1) as usize],
             psc_next: 0,
             upper: vec![PscEntry::default(); UPPER_ENTRIES],
@@ -364,14 +575,23 @@ impl TlbData {
         v[a] = v[a].wrapping_add(1);
     }
 
+    /// Is this entry valid and filled since the last flush of its ASID and
+    /// of everything? `epoch` is the current epoch of its ASID.
     #[inline]
-    fn live(&self, e: &Entry) -> bool {
-        e.flags & VALID != 0 && e.gepoch == self.gepoch && e.epoch == self.epoch(e.asid)
+    fn live_at(&self, e: &Info, epoch: u32) -> bool {
+        e.flags & VALID != 0 && e.gepoch == self.gepoch && e.epoch == epoch
     }
 
-    fn set_of(&self, tag: u64) -> std::ops::Range<usize> {
+    /// The set a tag maps to.
+    #[inline]
+    fn set_of(&self, tag: u64) -> usize {
         let h = tag ^ (tag >> 17);
-        let s = (h & self.set_mask) as usize;
+        (h & self.set_mask) as usize
+    }
+
+    /// The entries of set `s`.
+    #[inline]
+    fn ways_of(&self, s: usize) -> std::ops::Range<usize> {
         let w = self.ways as usize;
         s * w..s * w + w
     }
@@ -384,30 +604,54 @@ impl TlbData {
         }
     }
 
-    /// The entry that translates `va` for `asid`, 4 KiB first, then 2 MiB.
+    /// The entry that translates `va` for `asid`, 4 KiB first, then 2 MiB
+    /// (the first way of the set that matches), and its set.
     #[inline]
-    fn find(&self, asid: u16, va: u64) -> Option<usize> {
-        for huge in [false, true] {
-            if huge && !self.any_huge {
-                break;
-            }
-            let tag = Self::tag(va, huge);
-            for i in self.set_of(tag) {
-                let e = &self.entries[i];
-                if e.tag == tag && e.asid == asid && self.live(e) {
-                    return Some(i);
+    fn find(&self, asid: u16, va: u64) -> Option<(usize, usize)> {
+        let found = self.probe(asid, Self::tag(va, false));
+        if found.is_some() || !self.any_huge {
+            return found;
+        }
+        self.probe(asid, Self::tag(va, true))
+    }
+
+    /// The first way of `tag`'s set that translates it for `asid`, and the set.
+    #[inline(always)]
+    fn probe(&self, asid: u16, tag: u64) -> Option<(usize, usize)> {
+        let set = self.set_of(tag);
+        let ways = self.ways_of(set);
+        // None: nothing was ever filled.
+        let tags = self.entries.tag.get(ways.clone())?;
+        for (i, &t) in (ways.start..).zip(tags) {
+            // Mostly no way has the tag: the scan compares tags alone.
+            if t == tag {
+                let e = &self.entries.info[i];
+                if e.asid == asid && self.live_at(e, self.epoch(asid)) {
+                    return Some((i, set));
                 }
             }
         }
         None
     }
 
-    /// A hit on entry `i`: it becomes the most recently used.
+    /// The LRU clock moves on (the next stamp).
     #[inline]
-    fn touch(&mut self, i: usize) -> TlbHit {
+    fn next_tick(&mut self, hints: &mut Hints) -> u32 {
         self.tick = self.tick.wrapping_add(1);
-        let e = &mut self.entries[i];
-        e.lru = self.tick;
+        if self.tick == 0 {
+            // Older stamps are now above newer ones.
+            hints.flush_gen += 1;
+        }
+        self.tick
+    }
+
+    /// A hit on entry `i` of set `set`: it becomes the most recently used.
+    #[inline]
+    fn touch(&mut self, hints: &mut Hints, i: usize, set: usize) -> TlbHit {
+        let tick = self.next_tick(hints);
+        hints.sets[set].oldest = NO_ORDER;
+        let e = &mut self.entries.info[i];
+        e.lru = tick;
         TlbHit {
             pfn: e.pfn,
             owner: e.owner,
@@ -417,28 +661,21 @@ impl TlbData {
         }
     }
 
-    /// Cache a translation (a TLB fill after a page walk).
-    pub fn fill(&mut self, asid: u16, va: u64, hit: TlbHit) {
-        let tag = Self::tag(va, hit.huge);
-        let range = self.set_of(tag);
-        let mut victim = range.start;
-        let mut best = u64::MAX;
-        for i in range {
-            let e = &self.entries[i];
-            let score = if !self.live(e) || (e.tag == tag && e.asid == asid) {
-                0
-            } else {
-                1 + e.lru as u64
+    /// Cache a translation (a TLB fill after a page walk) in the first way
+    /// of its set that is dead or holds the same tag and ASID, else in the
+    /// least recently used (the first of equals). `missed`: the ASID and
+    /// tag of a lookup that missed since the last fill (see [`Tlb`]).
+    fn fill(&mut self, hints: &mut Hints, asid: u16, va: u64, hit: TlbHit, missed: Missed) {
+        if self.entries.tag.is_empty() {
+            self.entries.allocate();
+            let unknown = SetHint {
+                live: 0,
+                oldest: NO_ORDER,
             };
-            if score < best {
-                best = score;
-                victim = i;
-            }
-            if score == 0 {
-                break;
-            }
+            hints.sets = vec![unknown; self.set_mask as usize + 1];
         }
-        self.tick = self.tick.wrapping_add(1);
+        let tag = Self::tag(va, hit.huge);
+        let victim = self.victim(hints, asid, tag, missed);
         let mut flags = VALID;
         if hit.writable {
             flags |= WRITE;
@@ -447,44 +684,168 @@ impl TlbData {
             flags |= HUGE;
             self.any_huge = true;
         }
-        self.entries[victim] = Entry {
-            tag,
+        let lru = self.next_tick(hints);
+        self.entries.tag[victim] = tag;
+        self.entries.info[victim] = Info {
             pfn: hit.pfn,
             owner: hit.owner,
             frame_gen: hit.frame_gen,
             epoch: self.epoch(asid),
             gepoch: self.gepoch,
-            lru: self.tick,
+            lru,
             asid,
             flags,
         };
     }
 
-    /// Look up the PTE table that maps `va`'s 2 MiB region.
-    pub fn psc_lookup(&self, asid: u16, va: u64) -> Option<PscHit> {
+    /// The entry a fill of `tag` for `asid` replaces (see [`TlbData::fill`]);
+    /// the set's hints are updated for the fill.
+    #[inline(always)]
+    fn victim(&self, hints: &mut Hints, asid: u16, tag: u64, missed: Missed) -> usize {
+        let set = self.set_of(tag);
+        let first = self.ways_of(set).start;
+        let h = &mut hints.sets[set];
+        if h.live == hints.flush_gen {
+            // (A 2 MiB tag is never a missed 4 KiB one.)
+            let missed = missed == Some((asid, tag));
+            let v = self.victim_in_live_set(set, asid, tag, missed, h.oldest);
+            h.oldest = if h.oldest == NO_ORDER || v != first + h.oldest as usize {
+                NO_ORDER
+            } else if h.oldest + 1 == self.ways {
+                0
+            } else {
+                h.oldest + 1
+            };
+            return v;
+        }
+        let (v, all_live) = self.victim_scan(set, asid, tag);
+        if all_live {
+            h.live = hints.flush_gen;
+            h.oldest = if self.ascending_to(set, v) {
+                0
+            } else {
+                NO_ORDER
+            };
+        }
+        v
+    }
+
+    /// Is `v` the last way of set `set`, and do the other ways' LRU stamps
+    /// ascend, all below the next tick?
+    fn ascending_to(&self, set: usize, v: usize) -> bool {
+        let ways = self.ways_of(set);
+        let info = &self.entries.info[ways.start..v];
+        v == ways.end - 1
+            && info.windows(2).all(|w| w[0].lru < w[1].lru)
+            && info
+                .last()
+                .is_none_or(|e| e.lru < self.tick.wrapping_add(1))
+    }
+
+    /// The victim in set `set` (see [`TlbData::fill`]), testing liveness;
+    /// and whether every other way of the set holds a live translation.
+    #[inline(always)]
+    fn victim_scan(&self, set: usize, asid: u16, tag: u64) -> (usize, bool) {
+        let ways = self.ways_of(set);
+        let (first, last) = (ways.start, ways.end - 1);
+        // Mostly the first way, when flushed, is the one filled again.
+        let e = &self.entries.info[first];
+        if e.flags & VALID == 0 || e.gepoch != self.gepoch {
+            return (first, first == last);
+        }
+        let own = self.epoch(asid);
+        let e = &self.entries;
+        let (tags, info) = (&e.tag[ways.clone()], &e.info[ways]);
+        let (mut victim, mut oldest) = (first, u32::MAX);
+        for (i, (&t, e)) in (first..).zip(tags.iter().zip(info)) {
+            let epoch = if e.asid == asid {
+                own
+            } else {
+                self.epoch(e.asid)
+            };
+            if !self.live_at(e, epoch) || (t == tag && e.asid == asid) {
+                // The ways before it were live.
+                return (i, i == last);
+            }
+            if e.lru < oldest {
+                (victim, oldest) = (i, e.lru);
+            }
+        }
+        (victim, true)
+    }
+
+    /// The victim in set `set` when every way of it is live: the first way
+    /// that holds the same tag and ASID (none if `missed`), else the least
+    /// recently used (way `oldest` unless [`NO_ORDER`]).
+    #[inline]
+    fn victim_in_live_set(
+        &self,
+        set: usize,
+        asid: u16,
+        tag: u64,
+        missed: bool,
+        oldest: u32,
+    ) -> usize {
+        let ways = self.ways_of(set);
+        let first = ways.start;
+        if !missed {
+            let (tags, info) = (
+                &self.entries.tag[ways.clone()],
+                &self.entries.info[ways.clone()],
+            );
+            let same = |(&t, e): (&u64, &Info)| t == tag && e.asid == asid;
+            if let Some(j) = tags.iter().zip(info).position(same) {
+                return first + j;
+            }
+        }
+        if oldest != NO_ORDER {
+            return first + oldest as usize;
+        }
+        let mut victim = 0;
+        let mut min = u32::MAX;
+        for (j, &Info { lru: l, .. }) in self.entries.info[ways].iter().enumerate() {
+            if l < min {
+                (victim, min) = (j, l);
+            }
+        }
+        first + victim
+    }
+
+    /// Look up the PTE table that maps `va`'s 2 MiB region, probing slot
+    /// `mru` first; and its slot.
+    pub fn psc_lookup(&self, mru: usize, asid: u16, va: u64) -> Option<(usize, PscHit)> {
         let region = va >> crate::HPAGE_SHIFT;
-        self.psc
-            .iter()
-            .find(|p| {
-                p.valid
-                    && p.region == region
-                    && p.asid == asid
-                    && p.gepoch == self.gepoch
-                    && p.epoch == self.epoch(asid)
-                    && p.pepoch == self.psc_epoch(asid)
-            })
-            .map(|p| PscHit {
-                table: p.table,
-                table_gen: p.table_gen,
-            })
+        let (epoch, pepoch) = (self.epoch(asid), self.psc_epoch(asid));
+        let hit = |p: &&PscEntry| {
+            p.valid
+                && p.region == region
+                && p.asid == asid
+                && p.gepoch == self.gepoch
+                && p.epoch == epoch
+                && p.pepoch == pepoch
+        };
+        // At most one valid entry holds a region of an ASID (`cache_insert`
+        // replaces it in place): a match in slot `mru` is the one a scan
+        // finds.
+        let slot = match self.psc.get(mru).filter(hit) {
+            Some(_) => mru,
+            None => self.psc.iter().position(|p| hit(&p))?,
+        };
+        let p = &self.psc[slot];
+        let found = PscHit {
+            table: p.table,
+            table_gen: p.table_gen,
+        };
+        Some((slot, found))
     }
 
     /// Does the paging-structure cache hold a live pointer to `table` for `asid`?
     pub fn psc_holds(&self, asid: u16, table: Pfn) -> bool {
         let (epoch, pepoch) = (self.epoch(asid), self.psc_epoch(asid));
+        // (The table first: it tells most entries apart.)
         self.psc.iter().chain(&self.upper).any(|p| {
-            p.valid
-                && p.table == table
+            p.table == table
+                && p.valid
                 && p.asid == asid
                 && p.gepoch == self.gepoch
                 && p.epoch == epoch
@@ -492,22 +853,10 @@ impl TlbData {
         })
     }
 
-    /// Remember the PTE table a walk went through; the table of the
-    /// valid entry it replaced, if any.
-    pub fn psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) -> Option<Pfn> {
-        let e = self.psc_entry(asid, va >> crate::HPAGE_SHIFT, table, table_gen);
-        Self::cache_insert(&mut self.psc, &mut self.psc_next, e)
-    }
-
-    /// Remember the PMD table a walk reached through the PUD entry of `va`.
-    pub fn pud_psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) -> Option<Pfn> {
-        let e = self.psc_entry(asid, va >> PUD_SHIFT, table, table_gen);
-        Self::cache_insert(&mut self.upper, &mut self.upper_next, e)
-    }
-
     /// Replace the entry of the same region and ASID, else a round-robin
-    /// victim; the table of the valid entry replaced, if any.
-    fn cache_insert(cache: &mut [PscEntry], next: &mut u32, e: PscEntry) -> Option<Pfn> {
+    /// victim; the slot written and the table of the valid entry replaced,
+    /// if any.
+    fn cache_insert(cache: &mut [PscEntry], next: &mut u32, e: PscEntry) -> (usize, Option<Pfn>) {
         let slot = match cache
             .iter()
             .position(|p| p.valid && p.region == e.region && p.asid == e.asid)
@@ -520,7 +869,7 @@ impl TlbData {
             }
         };
         let old = std::mem::replace(&mut cache[slot], e);
-        old.valid.then_some(old.table)
+        (slot, old.valid.then_some(old.table))
     }
 
     fn psc_entry(&self, asid: u16, region: u64, table: Pfn, table_gen: u32) -> PscEntry {
@@ -538,65 +887,37 @@ impl TlbData {
         }
     }
 
-    /// `INVLPG` / `TLBI VAE1` / `sfence.vma va, asid`: drop the translations
-    /// of `va` in `asid`, and (as INVLPG does) every paging-structure-cache
-    /// entry of that ASID.
-    pub fn flush_one(&mut self, asid: u16, va: u64) {
-        self.flush_one_leaf(asid, va);
-        Self::bump(&mut self.psc_epochs, asid);
-    }
-
-    /// RISC-V `sfence.vma va, asid`: drop the leaf translations of `va` in
-    /// `asid` only; the spec lets non-leaf (walk-cache) entries survive, so
-    /// a freed page table needs a whole-ASID `sfence.vma`.
-    pub fn flush_one_leaf(&mut self, asid: u16, va: u64) {
+    /// Drop the leaf translations of `va` (4 KiB and 2 MiB) in `asid`, or
+    /// under every ASID if None (RISC-V `sfence.vma va, x0`; kernel
+    /// mappings are global). A set that lost an entry is no longer known
+    /// to be all live.
+    fn flush_leaf(&mut self, hints: &mut Hints, va: u64, asid: Option<u16>) {
         for huge in [false, true] {
             if huge && !self.any_huge {
                 break;
             }
             let tag = Self::tag(va, huge);
-            for i in self.set_of(tag) {
-                let e = &mut self.entries[i];
-                if e.tag == tag && e.asid == asid {
+            let set = self.set_of(tag);
+            let ways = self.ways_of(set);
+            let e = &mut self.entries;
+            // None: nothing was ever filled.
+            let (Some(tags), Some(info)) = (e.tag.get(ways.clone()), e.info.get_mut(ways)) else {
+                return;
+            };
+            for (&t, e) in tags.iter().zip(info) {
+                if t == tag && asid.is_none_or(|a| e.asid == a) {
                     e.flags = 0;
+                    hints.sets[set].live = 0;
                 }
             }
         }
-    }
-
-    /// Drop the translations of `va` under every ASID, global ones included
-    /// (RISC-V `sfence.vma va, x0`; kernel mappings are global).
-    pub fn flush_va(&mut self, va: u64) {
-        for huge in [false, true] {
-            if huge && !self.any_huge {
-                break;
-            }
-            let tag = Self::tag(va, huge);
-            for i in self.set_of(tag) {
-                let e = &mut self.entries[i];
-                if e.tag == tag {
-                    e.flags = 0;
-                }
-            }
-        }
-    }
-
-    /// Drop every translation of `asid` (CR3 write with flush, INVPCID
-    /// single-context, `TLBI ASIDE1`, `sfence.vma zero, asid`).
-    pub fn flush_asid(&mut self, asid: u16) {
-        Self::bump(&mut self.epochs, asid);
-    }
-
-    /// Drop every translation (`__flush_tlb_all`, `TLBI VMALLE1`).
-    pub fn flush_all(&mut self) {
-        self.gepoch = self.gepoch.wrapping_add(1);
     }
 
     /// Number of live translations of `asid` (for tests and reports).
     pub fn count(&self, asid: u16) -> usize {
-        self.entries
-            .iter()
-            .filter(|e| e.asid == asid && self.live(e))
+        let epoch = self.epoch(asid);
+        let info = self.entries.info.iter();
+        info.filter(|e| e.asid == asid && self.live_at(e, epoch))
             .count()
     }
 }
@@ -672,5 +993,321 @@ mod tests {
         );
         t.flush_one(0, 0x1000); // INVLPG drops all PSC entries of the ASID
         assert!(t.psc_lookup(0, 0x40_0000).is_none());
+    }
+
+    /// The replacement and flush rules written plainly, every way tested
+    /// for liveness on every access: what the hinted paths must agree with.
+    struct Model {
+        set_mask: u64,
+        ways: usize,
+        /// (tag, asid, lru, epoch, gepoch, valid, pfn)
+        e: Vec<(u64, u16, u32, u32, u32, bool, Pfn)>,
+        epochs: std::collections::HashMap<u16, u32>,
+        gepoch: u32,
+        tick: u32,
+    }
+
+    impl Model {
+        fn new(entries: usize, ways: usize) -> Self {
+            let e = vec![(0, 0, 0, 0, 0, false, 0); entries];
+            let (set_mask, epochs) = ((entries / ways) as u64 - 1, Default::default());
+            Model {
+                set_mask,
+                ways,
+                e,
+                epochs,
+                gepoch: 1,
+                tick: 0,
+            }
+        }
+        fn set(&self, tag: u64) -> std::ops::Range<usize> {
+            let s = ((tag ^ (tag >> 17)) & self.set_mask) as usize;
+            s * self.ways..(s + 1) * self.ways
+        }
+        fn live(&self, i: usize) -> bool {
+            let (_, a, _, ep, g, valid, _) = self.e[i];
+            valid && g == self.gepoch && ep == self.epochs.get(&a).copied().unwrap_or(0)
+        }
+        fn lookup(&mut self, asid: u16, va: u64) -> Option<Pfn> {
+            for tag in [va >> 12, (va >> 21) | HUGE_TAG] {
+                let found = self
+                    .set(tag)
+                    .find(|&i| self.e[i].0 == tag && self.e[i].1 == asid && self.live(i));
+                if let Some(i) = found {
+                    self.tick = self.tick.wrapping_add(1);
+                    self.e[i].2 = self.tick;
+                    return Some(self.e[i].6);
+                }
+            }
+            None
+        }
+        fn fill(&mut self, asid: u16, va: u64, huge: bool, pfn: Pfn) {
+            let tag = if huge {
+                (va >> 21) | HUGE_TAG
+            } else {
+                va >> 12
+            };
+            let ways = self.set(tag);
+            let same = |m: &Self, i: usize| m.e[i].0 == tag && m.e[i].1 == asid;
+            let v = match ways.clone().find(|&i| !self.live(i) || same(self, i)) {
+                Some(i) => i,
+                None => ways.min_by_key(|&i| self.e[i].2).unwrap(),
+            };
+            self.tick = self.tick.wrapping_add(1);
+            let epoch = self.epochs.get(&asid).copied().unwrap_or(0);
+            self.e[v] = (tag, asid, self.tick, epoch, self.gepoch, true, pfn);
+        }
+        fn flush_leaf(&mut self, asid: Option<u16>, va: u64) {
+            for tag in [va >> 12, (va >> 21) | HUGE_TAG] {
+                for i in self.set(tag) {
+                    if self.e[i].0 == tag && asid.is_none_or(|a| self.e[i].1 == a) {
+                        self.e[i].5 = false;
+                    }
+                }
+            }
+        }
+        fn count(&self, asid: u16) -> usize {
+            let n = self.e.len();
+            (0..n)
+                .filter(|&i| self.e[i].1 == asid && self.live(i))
+                .count()
+        }
+    }
+
+    /// Random fills, lookups and flushes, mostly streaming through pages as
+    /// `usemem` does (so that sets fill up live and in order), agree with
+    /// [`Model`]: lookups, victims (seen through later lookups), counts.
+    #[test]
+    fn agrees_with_a_plain_model() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut below = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for (entries, ways) in [(64, 4), (96, 12), (16, 16), (8, 1)] {
+            let (mut t, mut m) = (
+                Tlb::new(entries, ways, 4),
+                Model::new(entries as usize, ways as usize),
+            );
+            let mut page = 0u64;
+            for step in 0..100_000u32 {
+                let asid = [1, 1, 1, 2, KERNEL_ASID][below(5) as usize];
+                let va = match below(10) {
+                    0..=6 => {
+                        page += 1;
+                        page << 12
+                    }
+                    7..=8 => page.saturating_sub(below(3 * entries as u64)) << 12,
+                    _ => below(8) << 21,
+                };
+                let found = t.lookup(asid, va).map(|h| h.pfn);
+                assert_eq!(found, m.lookup(asid, va), "step {step}");
+                if found.is_none() || below(20) == 0 {
+                    let huge = below(30) == 0;
+                    t.fill(asid, va, TlbHit { huge, ..hit(step) });
+                    m.fill(asid, va, huge, step);
+                }
+                let old = page.saturating_sub(below(entries as u64)) << 12;
+                match below(500) {
+                    0 => {
+                        t.flush_asid(asid);
+                        *m.epochs.entry(asid).or_default() += 1;
+                    }
+                    1 => {
+                        t.flush_all();
+                        m.gepoch += 1;
+                    }
+                    2..=6 => {
+                        t.flush_one(asid, old);
+                        m.flush_leaf(Some(asid), old);
+                    }
+                    7..=9 => {
+                        t.flush_one_leaf(asid, old);
+                        m.flush_leaf(Some(asid), old);
+                    }
+                    10..=11 => {
+                        t.flush_va(old);
+                        m.flush_leaf(None, old);
+                    }
+                    _ => {}
+                }
+                if step % 997 == 0 {
+                    assert_eq!(t.count(asid), m.count(asid), "step {step}");
+                }
+            }
+        }
+    }
+
+    /// The ASID the kernel's global translations are filled under.
+    const KERNEL_ASID: u16 = u16::MAX;
+
+    #[test]
+    fn lru_victim_in_a_full_set() {
+        let mut t = Tlb::new(4, 4, 1); // one set of four ways
+        for p in 0..4u64 {
+            assert!(t.lookup(1, p << 12).is_none());
+            t.fill(1, p << 12, hit(p as Pfn));
+        }
+        // Pages 0..3 in ways 0..3, stamps ascending: page 0 goes first ...
+        t.fill(1, 4 << 12, hit(4));
+        assert!(t.lookup(1, 0).is_none());
+        // ... then page 1, unless a hit made it recent: then page 2.
+        assert!(t.lookup(1, 1 << 12).is_some());
+        t.fill(1, 5 << 12, hit(5));
+        assert!(t.lookup(1, 2 << 12).is_none());
+        assert!(t.lookup(1, 1 << 12).is_some());
+        // A refill of a cached page replaces its own entry, not the LRU.
+        t.fill(1, 3 << 12, hit(33));
+        assert_eq!(t.lookup(1, 3 << 12).map(|h| h.pfn), Some(33));
+        assert_eq!(t.count(1), 4);
+        assert!(t.lookup(1, 4 << 12).is_some());
+        // A dead way is taken before any live one.
+        t.flush_one_leaf(1, 4 << 12);
+        t.fill(1, 6 << 12, hit(6));
+        assert!(t.lookup(1, 5 << 12).is_some() && t.lookup(1, 1 << 12).is_some());
+        // Filled way after way, but way 0 was hit before the set was full:
+        // way 1 is the least recently used.
+        t.flush_all();
+        for p in 0..4u64 {
+            t.fill(1, p << 12, hit(p as Pfn));
+            if p == 2 {
+                assert!(t.lookup(1, 0).is_some());
+            }
+        }
+        t.fill(1, 4 << 12, hit(4));
+        assert!(t.lookup(1, 1 << 12).is_none() && t.lookup(1, 0).is_some());
+    }
+
+    #[test]
+    fn flush_epochs() {
+        let mut t = Tlb::new(64, 4, 4);
+        t.fill(1, 0x1000, hit(1));
+        t.fill(2, 0x1000, hit(2));
+        t.flush_asid(1);
+        assert!(t.lookup(1, 0x1000).is_none(), "ASID 1 flushed");
+        assert!(t.lookup(2, 0x1000).is_some(), "ASID 2 kept");
+        t.fill(1, 0x1000, hit(3));
+        assert_eq!(t.lookup(1, 0x1000).map(|h| h.pfn), Some(3));
+        t.flush_all();
+        assert_eq!((t.count(1), t.count(2)), (0, 0));
+    }
+
+    /// A new TLB hashes as `entries` all-zero entries (the arrays are not
+    /// allocated) and equals another new TLB; one that was filled does not.
+    #[test]
+    fn unfilled_tlb_hashes_as_zero_entries() {
+        let fp = |t: &Tlb| {
+            let mut h = rustc_hash::FxHasher::default();
+            t.hash(&mut h);
+            h.finish()
+        };
+        let t = Tlb::new(8, 2, 1);
+        let mut h = rustc_hash::FxHasher::default();
+        let d = t.d();
+        (d.set_mask, d.ways, d.any_huge).hash(&mut h);
+        h.write_usize(8);
+        (0..40).for_each(|_| h.write_u64(0));
+        (&d.psc, d.psc_next, &d.upper, d.upper_next).hash(&mut h);
+        (&d.epochs, &d.psc_epochs, d.gepoch, d.tick).hash(&mut h);
+        let mut want = rustc_hash::FxHasher::default();
+        want.write_u64(h.finish() | 1);
+        assert_eq!(fp(&t), want.finish());
+        let mut u = Tlb::new(8, 2, 1);
+        assert!(t == u && fp(&t) == fp(&u));
+        u.fill(0, 0, hit(0));
+        assert!(t != u && fp(&t) != fp(&u));
+    }
+
+    /// The paging-structure cache answers the same whichever slot was used
+    /// last, and an identical refill changes nothing.
+    #[test]
+    fn psc_hint_is_only_a_hint() {
+        let mut t = Tlb::new(64, 4, 4);
+        for r in 0..6u64 {
+            t.psc_fill(1, r << 21, 10 + r as Pfn, 0);
+        }
+        for r in 0..6u64 {
+            let want = (r >= 2).then_some(PscHit {
+                table: 10 + r as Pfn,
+                table_gen: 0,
+            });
+            assert_eq!(t.psc_lookup(1, r << 21), want, "region {r}");
+            assert_eq!(t.psc_lookup(2, r << 21), None);
+        }
+        let before = t.clone();
+        t.psc_fill(1, 5 << 21, 15, 0);
+        assert!(
+            Arc::ptr_eq(&t.s, &before.s),
+            "identical refill: not unshared"
+        );
+        t.psc_fill(1, 5 << 21, 15, 1);
+        assert_eq!(t.psc_lookup(1, 5 << 21).map(|p| p.table_gen), Some(1));
+        t.flush_one(1, 0);
+        assert_eq!(t.psc_lookup(1, 5 << 21), None, "INVLPG drops the PSC");
+        t.psc_fill(1, 5 << 21, 15, 1);
+        assert!(t.psc_lookup(1, 5 << 21).is_some());
+    }
+
+    /// A range flush is the per-page flushes it stands for, on a TLB that
+    /// holds the ASID and on one that never filled it.
+    #[test]
+    fn flush_range_is_flushes_page_by_page() {
+        for leaf in [false, true] {
+            for (start, end, stride) in [
+                (0, 0x8000, 0x1000),
+                (0x1000, 0x1001, 0x1000),
+                (5, 5, 1),
+                (0, 1 << 22, 1 << 21),
+            ] {
+                let mut a = Tlb::new(64, 4, 4);
+                (0..16u64).for_each(|p| a.fill(3, p << 12, hit(p as Pfn)));
+                a.psc_fill(3, 0, 7, 0);
+                let (mut b, idle) = (a.clone(), Tlb::new(64, 4, 4));
+                a.flush_range(3, (start, end, stride), leaf);
+                let mut va = start;
+                while va < end {
+                    if leaf {
+                        b.flush_one_leaf(3, va);
+                    } else {
+                        b.flush_one(3, va);
+                    }
+                    va += stride;
+                }
+                assert!(a == b, "{start:#x}..{end:#x} leaf {leaf}");
+                let (mut c, mut d) = (idle.clone(), idle.clone());
+                c.flush_range(3, (start, end, stride), leaf);
+                let mut va = start;
+                while va < end {
+                    if leaf {
+                        d.flush_one_leaf(3, va);
+                    } else {
+                        d.flush_one(3, va);
+                    }
+                    va += stride;
+                }
+                assert!(c == d, "idle: {start:#x}..{end:#x} leaf {leaf}");
+            }
+        }
+    }
+
+    /// `psc_holds` answers from the entries whatever the table filter says:
+    /// tables sharing a bucket, replaced entries, stale ones.
+    #[test]
+    fn psc_holds_follows_the_entries() {
+        let mut t = Tlb::new(64, 4, 2);
+        t.psc_fill(1, 0, 7, 0);
+        t.psc_fill(1, 1 << 21, 7 + 256, 0);
+        assert!(t.psc_holds(1, 7) && t.psc_holds(1, 7 + 256) && !t.psc_holds(1, 7 + 512));
+        assert!(!t.psc_holds(2, 7), "another ASID");
+        t.psc_fill(1, 2 << 21, 9, 0); // replaces the entry of table 7
+        assert!(!t.psc_holds(1, 7) && t.psc_holds(1, 7 + 256) && t.psc_holds(1, 9));
+        t.pud_psc_fill(1, 0, 7, 0);
+        assert!(t.psc_holds(1, 7), "the PUD-entry cache counts too");
+        let u = t.clone();
+        t.flush_one(1, 0);
+        assert!(!t.psc_holds(1, 9), "stale after INVLPG");
+        assert!(u.psc_holds(1, 9), "a clone keeps its own");
     }
 }

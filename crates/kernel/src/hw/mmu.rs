@@ -67,7 +67,10 @@ pub fn user_access(w: &mut World, cpu: CpuId, va: u64, write: bool, fx: &mut Eff
         write,
         hit: false,
     });
-    // The paging-structure cache may hold the PTE table for this 2 MiB region.
+    // The paging-structure cache may hold the PTE table for this 2 MiB
+    // region. If the walk goes through it, the walk's fill would store the
+    // entry it found again: skipped.
+    let mut psc_used = false;
     let pte_table = match w.cpus[c].tlb.psc_lookup(asid, va) {
         Some(p) => {
             if w.mem.gen(p.table) != p.table_gen || w.mem.usage(p.table) != FrameUse::Table(1) {
@@ -82,6 +85,7 @@ pub fn user_access(w: &mut World, cpu: CpuId, va: u64, write: bool, fx: &mut Eff
                 );
                 walk_and_cache_pud(w, c, asid, mm, va)
             } else {
+                psc_used = true;
                 Some(Walk::Table(p.table))
             }
         }
@@ -128,7 +132,7 @@ pub fn user_access(w: &mut World, cpu: CpuId, va: u64, write: bool, fx: &mut Eff
     }
     let tlb = &mut w.cpus[c].tlb;
     tlb.fill(asid, va, hit);
-    if let Some(t) = table {
+    if let (Some(t), false) = (table, psc_used) {
         let g = w.mem.gen(t);
         w.cpus[c].tlb.psc_fill(asid, va, t, g);
     }
