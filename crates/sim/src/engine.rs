@@ -503,103 +503,119 @@ impl Sim {
                 self.count_passed_wakes(None);
                 return End::Stalled;
             };
-            let (time, cpu) = (ev.time(), ev.cpu());
-            if time > self.opts.max_time_ns {
+            if ev.time() > self.opts.max_time_ns {
                 self.now = self.opts.max_time_ns;
                 self.count_passed_wakes(Some(self.opts.max_time_ns));
                 return End::TimeLimit;
             }
-            self.now = time;
+            self.now = ev.time();
             self.last_key = ev.time_seq();
             self.events += 1;
-            let c = cpu as usize;
-            match ev.kind() {
-                Kind::Step => {
-                    self.scheduled[c] = false;
-                    self.exec(cpu);
-                    if !self.lazy_wakes[c].is_empty() {
-                        self.settle_wakes(c, self.last_key);
-                    }
-                }
-                Kind::Irq => {
-                    self.irq_arrived[c] = true;
-                    let t = self.now.max(self.busy_until[c]);
-                    self.schedule(cpu, t);
-                }
-                Kind::Wake => {
-                    let t = self.now.max(self.busy_until[c]);
-                    self.schedule(cpu, t);
-                }
-                Kind::Nmi => {
-                    self.stall(c, self.p(Cost::Nmi) / PS);
-                    let t = self.now + self.exp(1_000_000_000 / self.opts.nmi_hz as u64);
-                    self.push(t, cpu, Kind::Nmi);
-                }
-                Kind::Smi => {
-                    self.stall(c, self.opts.smi_ns);
-                    let t = self.now + self.exp(1_000_000_000 / self.opts.smi_hz as u64);
-                    self.push(t, cpu, Kind::Smi);
-                }
-                Kind::Preempt => {
-                    self.host_step(cpu, StepKind::VcpuPreempt);
-                    let t = self.now + self.exp(self.opts.vcpu_preempt_ns.max(1));
-                    self.push(t, cpu, Kind::Resume);
-                }
-                Kind::Timer => {
-                    if let Some((t, op, due)) = self.timer[c] {
-                        if due == self.now {
-                            self.timer[c] = None;
-                            // The latency clock starts at expiry, not delivery.
-                            if op != NO_OP {
-                                self.op_begin.insert((t, op), due);
-                            }
-                            self.timer_due[c] = true;
-                            let at = self.now.max(self.busy_until[c]);
-                            self.schedule(cpu, at);
-                        }
-                    }
-                }
-                Kind::IrqOff => {
-                    // A spin_lock_irqsave section: the CPU is busy and takes
-                    // no interrupt until it ends (priced like a stall).
-                    let long = self.rng.below(100) < self.opts.irqoff_long_pct as u64;
-                    let mean = if long {
-                        self.p(Cost::IrqOffLong)
-                    } else {
-                        self.p(Cost::IrqOffShort)
-                    } / PS;
-                    let len = self.exp(mean.max(1));
-                    self.stall(c, len);
-                    self.irqoff_ns += len;
-                    let t = self.now + self.exp(1_000_000_000 / self.opts.irqoff_hz as u64);
-                    self.push(t, cpu, Kind::IrqOff);
-                }
-                Kind::Tick => {
-                    let t = self.now + self.opts.timeslice_ns;
-                    self.push(t, cpu, Kind::Tick);
-                    if let Some(t) = self.world.cpus[c].curr {
-                        self.tick_pending[c] = Some(t);
-                        let at = self.now.max(self.busy_until[c]);
-                        self.schedule(cpu, at);
-                    }
-                }
-                Kind::Resume => {
-                    self.host_step(cpu, StepKind::VcpuResume);
-                    let t = self.now + self.exp(self.opts.vcpu_run_ns);
-                    self.push(t, cpu, Kind::Preempt);
-                    let at = self.busy_until[c].max(self.now);
-                    if self.world.can_run(cpu)
-                        || (self.irq_arrived[c] && self.world.can_take_irq(cpu))
-                    {
-                        self.schedule(cpu, at);
-                    }
-                }
-            }
+            self.handle(ev.cpu(), ev.kind());
             tick += 1;
             if tick == 1 << 20 {
                 tick = 0;
                 progress(self);
             }
+        }
+    }
+
+    /// Handle an event of `kind` for `cpu` at `now`.
+    fn handle(&mut self, cpu: CpuId, kind: Kind) {
+        let c = cpu as usize;
+        match kind {
+            Kind::Step => {
+                self.scheduled[c] = false;
+                self.exec(cpu);
+                if !self.lazy_wakes[c].is_empty() {
+                    self.settle_wakes(c, self.last_key);
+                }
+            }
+            Kind::Irq => {
+                self.irq_arrived[c] = true;
+                let t = self.now.max(self.busy_until[c]);
+                self.schedule(cpu, t);
+            }
+            Kind::Wake => {
+                let t = self.now.max(self.busy_until[c]);
+                self.schedule(cpu, t);
+            }
+            Kind::Timer => {
+                if let Some((t, op, due)) = self.timer[c] {
+                    if due == self.now {
+                        self.timer[c] = None;
+                        // The latency clock starts at expiry, not delivery.
+                        if op != NO_OP {
+                            self.op_begin.insert((t, op), due);
+                        }
+                        self.timer_due[c] = true;
+                        let at = self.now.max(self.busy_until[c]);
+                        self.schedule(cpu, at);
+                    }
+                }
+            }
+            Kind::Tick => {
+                let t = self.now + self.opts.timeslice_ns;
+                self.push(t, cpu, Kind::Tick);
+                if let Some(t) = self.world.cpus[c].curr {
+                    self.tick_pending[c] = Some(t);
+                    let at = self.now.max(self.busy_until[c]);
+                    self.schedule(cpu, at);
+                }
+            }
+            Kind::Nmi | Kind::Smi | Kind::IrqOff | Kind::Preempt | Kind::Resume => {
+                self.background(cpu, kind)
+            }
+        }
+    }
+
+    /// The machine's own events: NMIs, SMIs, IRQ-off windows, and the
+    /// host descheduling and resuming a vCPU. Each draws its next one.
+    fn background(&mut self, cpu: CpuId, kind: Kind) {
+        let c = cpu as usize;
+        let per_s = |hz: u32| 1_000_000_000 / hz as u64;
+        match kind {
+            Kind::Nmi => {
+                self.stall(c, self.p(Cost::Nmi) / PS);
+                let t = self.now + self.exp(per_s(self.opts.nmi_hz));
+                self.push(t, cpu, Kind::Nmi);
+            }
+            Kind::Smi => {
+                self.stall(c, self.opts.smi_ns);
+                let t = self.now + self.exp(per_s(self.opts.smi_hz));
+                self.push(t, cpu, Kind::Smi);
+            }
+            Kind::IrqOff => {
+                // A spin_lock_irqsave section: the CPU is busy and takes
+                // no interrupt until it ends (priced like a stall).
+                let long = self.rng.below(100) < self.opts.irqoff_long_pct as u64;
+                let mean = if long {
+                    self.p(Cost::IrqOffLong)
+                } else {
+                    self.p(Cost::IrqOffShort)
+                } / PS;
+                let len = self.exp(mean.max(1));
+                self.stall(c, len);
+                self.irqoff_ns += len;
+                let t = self.now + self.exp(per_s(self.opts.irqoff_hz));
+                self.push(t, cpu, Kind::IrqOff);
+            }
+            Kind::Preempt => {
+                self.host_step(cpu, StepKind::VcpuPreempt);
+                let t = self.now + self.exp(self.opts.vcpu_preempt_ns.max(1));
+                self.push(t, cpu, Kind::Resume);
+            }
+            Kind::Resume => {
+                self.host_step(cpu, StepKind::VcpuResume);
+                let t = self.now + self.exp(self.opts.vcpu_run_ns);
+                self.push(t, cpu, Kind::Preempt);
+                let at = self.busy_until[c].max(self.now);
+                if self.world.can_run(cpu) || (self.irq_arrived[c] && self.world.can_take_irq(cpu))
+                {
+                    self.schedule(cpu, at);
+                }
+            }
+            _ => unreachable!("{kind:?} is not a background event"),
         }
     }
 
@@ -678,7 +694,44 @@ impl Sim {
             self.schedule(cpu, t);
             return;
         }
-        let kind = if self.timer_due[c] && self.world.can_take_timer(cpu) {
+        let Some(kind) = self.next_step(cpu) else {
+            return;
+        };
+        self.world.now = self.now;
+        let nviol = self.world.violations.len();
+        let mut fx = self.take_fx();
+        fx.clear();
+        fx.tracing = self.opts.trace_depth > 0 || self.on_step.is_some();
+        self.world.step(cpu, kind, &mut fx);
+        self.steps += 1;
+        let dur = self.price(cpu, &fx);
+        let now = self.now;
+        self.busy_until[c] = now + dur;
+        self.deliver(&fx, now);
+        self.trace_labels(cpu, &fx);
+        if self.on_step.is_some() {
+            self.notify(cpu, kind, dur, &fx, nviol);
+        }
+        self.fx = Some(fx);
+        if self.world.violations.len() > nviol {
+            let new: Vec<Violation> = self.world.violations[nviol..].to_vec();
+            for v in new {
+                self.record_violation(v);
+            }
+        }
+        if (self.irq_arrived[c] && self.world.can_take_irq(cpu))
+            || (self.timer_due[c] && self.world.can_take_timer(cpu))
+            || self.world.can_run(cpu)
+        {
+            self.schedule(cpu, now + dur);
+        }
+    }
+
+    /// What `cpu` does next, if anything: the expired hrtimer's interrupt,
+    /// an arrived IPI, a preemption the tick asked for, or its task.
+    fn next_step(&mut self, cpu: CpuId) -> Option<StepKind> {
+        let c = cpu as usize;
+        Some(if self.timer_due[c] && self.world.can_take_timer(cpu) {
             self.timer_due[c] = false;
             StepKind::TimerIrq
         } else if self.irq_arrived[c] && self.world.can_take_irq(cpu) {
@@ -698,18 +751,13 @@ impl Sim {
         } else if self.world.can_run(cpu) {
             StepKind::Run
         } else {
-            return;
-        };
-        self.world.now = self.now;
-        let nviol = self.world.violations.len();
-        let mut fx = self.take_fx();
-        fx.clear();
-        fx.tracing = self.opts.trace_depth > 0 || self.on_step.is_some();
-        self.world.step(cpu, kind, &mut fx);
-        self.steps += 1;
-        let dur = self.price(cpu, &fx);
-        let now = self.now;
-        self.busy_until[c] = now + dur;
+            return None;
+        })
+    }
+
+    /// Send what the step just priced did, each at its mark: IPIs
+    /// (arriving after `ipi_delivery`), wake-ups, statistics, timers.
+    fn deliver(&mut self, fx: &Effects, now: Time) {
         let delivery = self.p(Cost::IpiDelivery) / PS;
         for &(t, m) in &fx.ipis {
             let at = now + self.at(m) + delivery;
@@ -732,23 +780,6 @@ impl Sim {
             let due = now + self.p(cost) * n as u64 / PS;
             self.timer[tc as usize] = Some((task, NO_OP, due));
             self.push(due, tc, Kind::Timer);
-        }
-        self.trace_labels(cpu, &fx);
-        if self.on_step.is_some() {
-            self.notify(cpu, kind, dur, &fx, nviol);
-        }
-        self.fx = Some(fx);
-        if self.world.violations.len() > nviol {
-            let new: Vec<Violation> = self.world.violations[nviol..].to_vec();
-            for v in new {
-                self.record_violation(v);
-            }
-        }
-        if (self.irq_arrived[c] && self.world.can_take_irq(cpu))
-            || (self.timer_due[c] && self.world.can_take_timer(cpu))
-            || self.world.can_run(cpu)
-        {
-            self.schedule(cpu, now + dur);
         }
     }
 
