@@ -188,6 +188,13 @@ pub struct Tlb {
     /// the table reads no shared contents (the monitor asks every CPU for
     /// every freed table). A hint, as `missed`.
     psc_tables: [u64; 4],
+    /// Bit `asid % 64` is set once a translation of `asid` was filled: a
+    /// flush of one address in an ASID whose bit is clear has no entry to
+    /// drop (a broadcast TLBI reaches every CPU, most of which never ran
+    /// the mm). Here, not in the shared contents, so that the test reads
+    /// nothing behind the pointer. A hint, as `missed` (a clone copies it
+    /// with the contents it describes).
+    filled: u64,
 }
 
 impl Clone for Tlb {
@@ -197,6 +204,7 @@ impl Clone for Tlb {
             missed: self.missed,
             psc_mru: AtomicU32::new(self.psc_mru.load(Ordering::Relaxed)),
             psc_tables: self.psc_tables,
+            filled: self.filled,
         }
     }
 }
@@ -217,11 +225,6 @@ struct Shared {
 /// and every answer is the one the contents alone give.
 #[derive(Clone, Debug)]
 struct Hints {
-    /// Bit `asid % 64` is set once a translation of `asid` was filled: a
-    /// flush of one address in an ASID whose bit is clear has no entry to
-    /// drop (a broadcast TLBI reaches every CPU, most of which never ran
-    /// the mm).
-    filled: u64,
     /// `tables[t % 256]`: how many entries of the paging-structure caches
     /// hold a table `t` of that bucket, live or stale (255 sticks: never
     /// decremented again). `psc_holds` of a table in an empty bucket is
@@ -312,11 +315,11 @@ impl Tlb {
             missed: None,
             psc_mru: AtomicU32::new(0),
             psc_tables: [0; 4],
+            filled: 0,
             s: Arc::new(Shared {
                 data,
                 digest: AtomicU64::new(0),
                 hints: Hints {
-                    filled: 0,
                     tables: [0; 256],
                     flush_gen: 1,
                     sets: Vec::new(),
@@ -378,9 +381,16 @@ impl Tlb {
     /// Cache a translation (a TLB fill after a page walk).
     pub fn fill(&mut self, asid: u16, va: u64, hit: TlbHit) {
         let missed = self.missed.take();
+        self.filled |= 1 << (asid % 64);
         let s = self.shared_mut();
-        s.hints.filled |= 1 << (asid % 64);
         s.data.fill(&mut s.hints, asid, va, hit, missed)
+    }
+
+    /// May the TLB hold a leaf translation of `asid`? False only if none
+    /// was ever filled (a flush of its addresses would change nothing).
+    #[inline]
+    pub fn may_hold(&self, asid: u16) -> bool {
+        self.filled & (1 << (asid % 64)) != 0
     }
 
     /// Look up the PTE table that maps `va`'s 2 MiB region.
@@ -442,7 +452,7 @@ impl Tlb {
     /// of `va` in `asid`, and (as INVLPG does) every paging-structure-cache
     /// entry of that ASID.
     pub fn flush_one(&mut self, asid: u16, va: u64) {
-        if self.s.hints.filled & (1 << (asid % 64)) != 0 {
+        if self.may_hold(asid) {
             self.flush_one_leaf(asid, va);
         }
         TlbData::bump(&mut self.m().psc_epochs, asid);
@@ -462,7 +472,7 @@ impl Tlb {
         if n == 0 {
             return;
         }
-        if self.s.hints.filled & (1 << (asid % 64)) != 0 {
+        if self.may_hold(asid) {
             let s = self.shared_mut();
             for i in 0..n {
                 s.data
@@ -481,7 +491,7 @@ impl Tlb {
     /// translations of `va` in `asid` only; walk-cache entries survive.
     pub fn flush_one_leaf(&mut self, asid: u16, va: u64) {
         // A TLB that never filled this ASID has no leaf entry to drop.
-        if self.s.hints.filled & (1 << (asid % 64)) != 0 {
+        if self.may_hold(asid) {
             let s = self.shared_mut();
             s.data.flush_leaf(&mut s.hints, va, Some(asid))
         }
