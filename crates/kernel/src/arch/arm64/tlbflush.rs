@@ -35,12 +35,24 @@ fn tlbi_is_all_cpus(w: &mut World, asid: u16, range: Option<(u64, u64, u64)>, la
         w.cpus.iter_mut().for_each(|c| c.tlb.flush_asid(asid));
         return;
     };
-    for c in 0..w.cpus.len() {
-        // `TLBI VALE1IS` changes nothing in a TLB that never held the ASID.
-        if !last_level || w.cpus[c].tlb.may_hold(asid) {
-            w.cpus[c].tlb.flush_range(asid, range, last_level);
-        }
+    if !last_level {
+        w.cpus.iter_mut().for_each(|c| c.tlb.flush_range(asid, range, false));
+        return;
     }
+    // `TLBI VALE1IS` changes nothing in a TLB that never held the ASID.
+    for c in cpus_may_hold(w, asid) {
+        w.cpus[c].tlb.flush_range(asid, range, true);
+    }
+}
+
+/// The CPUs whose TLB may hold a leaf translation of `asid`
+/// ([`machine::tlb::Tlb::may_hold`]): mostly a few of many.
+#[inline(never)]
+fn cpus_may_hold(w: &World, asid: u16) -> Vec<usize> {
+    let cpus = w.cpus.iter().enumerate();
+    cpus.filter(|(_, c)| c.tlb.may_hold(asid))
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// `flush_tlb_mm`: `dsb(ishst); TLBI ASIDE1IS; dsb(ish)`: one broadcast op.
