@@ -36,7 +36,9 @@ fn tlbi_is_all_cpus(w: &mut World, asid: u16, range: Option<(u64, u64, u64)>, la
         return;
     };
     if !last_level {
-        w.cpus.iter_mut().for_each(|c| c.tlb.flush_range(asid, range, false));
+        w.cpus
+            .iter_mut()
+            .for_each(|c| c.tlb.flush_range(asid, range, false));
         return;
     }
     // `TLBI VALE1IS` changes nothing in a TLB that never held the ASID.
