@@ -62,21 +62,110 @@ struct Entries {
     len: usize,
     tag: Vec<u64>,
     info: Vec<Info>,
+    /// A byte of each tag ([`fingerprint`]), eight ways to a word and
+    /// `fp_words` words to a set (way `j` in byte `j % 8` of the set's word
+    /// `j / 8`): a lookup compares a set's ways eight at a time and reads
+    /// the tags of matching ways only. A function of `tag` (so neither
+    /// compared nor hashed), written with it.
+    fp: Vec<u64>,
+    fp_words: usize,
+}
+
+/// A byte of `tag`, from all its bits (the tags of a set share the bits
+/// that chose it).
+#[inline(always)]
+fn fingerprint(tag: u64) -> u64 {
+    tag.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56
+}
+
+/// Every byte `0x7f`.
+const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+
+/// Bit 7 of every byte of `x` that is zero (and no other bit).
+#[inline(always)]
+fn zero_bytes(x: u64) -> u64 {
+    !(((x & LOW7).wrapping_add(LOW7)) | x | LOW7)
+}
+
+/// The ways a set's fingerprints match (see [`Entries::candidates`]).
+struct Candidates<'a> {
+    fps: &'a [u64],
+    pattern: u64,
+    /// The word of `fps` that `m` is of.
+    word: usize,
+    /// Bit 7 of each byte of word `word` that matched and is not yet taken.
+    m: u64,
+    ways: usize,
+}
+
+impl<'a> Candidates<'a> {
+    /// The ways of set `set` (of `ways`) whose fingerprint is `tag`'s, in
+    /// order: every way that holds `tag`, and a few others. None if the
+    /// arrays are not allocated (nothing was ever filled).
+    #[inline(always)]
+    fn new(fp: &'a [u64], words: usize, set: usize, ways: usize, tag: u64) -> Option<Self> {
+        let fps = fp.get(set * words..set * words + words)?;
+        let pattern = fingerprint(tag) * (u64::MAX / 255);
+        let m = zero_bytes(fps[0] ^ pattern);
+        Some(Candidates {
+            fps,
+            pattern,
+            word: 0,
+            m,
+            ways,
+        })
+    }
+}
+
+impl Iterator for Candidates<'_> {
+    type Item = usize;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<usize> {
+        while self.m == 0 {
+            self.word += 1;
+            let &w = self.fps.get(self.word)?;
+            self.m = zero_bytes(w ^ self.pattern);
+        }
+        let j = self.word * 8 + (self.m.trailing_zeros() / 8) as usize;
+        self.m &= self.m - 1;
+        // (Bytes past the last way are not ways.)
+        (j < self.ways).then_some(j)
+    }
 }
 
 impl Entries {
-    fn new(len: usize) -> Self {
+    fn new(sets: usize, ways: usize) -> Self {
         Entries {
-            len,
+            len: sets * ways,
             tag: Vec::new(),
             info: Vec::new(),
+            fp: Vec::new(),
+            fp_words: ways.div_ceil(8),
         }
     }
 
-    /// The arrays, allocated (all zero).
-    fn allocate(&mut self) {
+    /// The arrays, allocated (all zero; each fingerprint that of tag 0).
+    fn allocate(&mut self, sets: usize) {
         self.tag = vec![0; self.len];
         self.info = vec![Info::default(); self.len];
+        let fp0 = fingerprint(0) * (u64::MAX / 255);
+        self.fp = vec![fp0; sets * self.fp_words];
+    }
+
+    /// The ways of set `set` (of `ways`) whose fingerprint is `tag`'s.
+    #[inline(always)]
+    fn candidates(&self, set: usize, ways: usize, tag: u64) -> Option<Candidates<'_>> {
+        Candidates::new(&self.fp, self.fp_words, set, ways, tag)
+    }
+
+    /// Write the tag of way `j` of set `set` (entry `i`).
+    #[inline(always)]
+    fn set_tag(&mut self, i: usize, set: usize, j: usize, tag: u64) {
+        self.tag[i] = tag;
+        let w = &mut self.fp[set * self.fp_words + j / 8];
+        let shift = 8 * (j % 8);
+        *w = (*w & !(0xff << shift)) | fingerprint(tag) << shift;
     }
 
     /// Is every entry all zero?
@@ -188,6 +277,13 @@ pub struct Tlb {
     /// the table reads no shared contents (the monitor asks every CPU for
     /// every freed table). A hint, as `missed`.
     psc_tables: [u64; 4],
+    /// Bit `asid % 64` is set once a translation of `asid` was filled: a
+    /// flush of one address in an ASID whose bit is clear has no entry to
+    /// drop (a broadcast TLBI reaches every CPU, most of which never ran
+    /// the mm). Here, not in the shared contents, so that the test reads
+    /// nothing behind the pointer. A hint, as `missed` (a clone copies it
+    /// with the contents it describes).
+    filled: u64,
 }
 
 impl Clone for Tlb {
@@ -197,6 +293,7 @@ impl Clone for Tlb {
             missed: self.missed,
             psc_mru: AtomicU32::new(self.psc_mru.load(Ordering::Relaxed)),
             psc_tables: self.psc_tables,
+            filled: self.filled,
         }
     }
 }
@@ -217,11 +314,6 @@ struct Shared {
 /// and every answer is the one the contents alone give.
 #[derive(Clone, Debug)]
 struct Hints {
-    /// Bit `asid % 64` is set once a translation of `asid` was filled: a
-    /// flush of one address in an ASID whose bit is clear has no entry to
-    /// drop (a broadcast TLBI reaches every CPU, most of which never ran
-    /// the mm).
-    filled: u64,
     /// `tables[t % 256]`: how many entries of the paging-structure caches
     /// hold a table `t` of that bucket, live or stale (255 sticks: never
     /// decremented again). `psc_holds` of a table in an empty bucket is
@@ -248,10 +340,11 @@ struct SetHint {
     live: u64,
     /// With `live`, unless [`NO_ORDER`]: the ways from this one on, going
     /// round, hold ascending LRU stamps, all below the next tick, so this
-    /// way is the least recently used. Set when a fill of the last way
-    /// makes the set live and the stamps ascend (fills of an emptied set
-    /// go way after way); moves on when the fill replaces that way; lost
-    /// on a hit in the set or another fill.
+    /// way is the least recently used. Set when a fill makes the set live
+    /// and the stamps ascend so (fills of an emptied set go way after way;
+    /// a flush of another ASID leaves them round as they were); moves on
+    /// when the fill replaces that way; lost on a hit in the set or
+    /// another fill.
     oldest: u32,
 }
 
@@ -312,11 +405,11 @@ impl Tlb {
             missed: None,
             psc_mru: AtomicU32::new(0),
             psc_tables: [0; 4],
+            filled: 0,
             s: Arc::new(Shared {
                 data,
                 digest: AtomicU64::new(0),
                 hints: Hints {
-                    filled: 0,
                     tables: [0; 256],
                     flush_gen: 1,
                     sets: Vec::new(),
@@ -378,9 +471,16 @@ impl Tlb {
     /// Cache a translation (a TLB fill after a page walk).
     pub fn fill(&mut self, asid: u16, va: u64, hit: TlbHit) {
         let missed = self.missed.take();
+        self.filled |= 1 << (asid % 64);
         let s = self.shared_mut();
-        s.hints.filled |= 1 << (asid % 64);
         s.data.fill(&mut s.hints, asid, va, hit, missed)
+    }
+
+    /// May the TLB hold a leaf translation of `asid`? False only if none
+    /// was ever filled (a flush of its addresses would change nothing).
+    #[inline]
+    pub fn may_hold(&self, asid: u16) -> bool {
+        self.filled & (1 << (asid % 64)) != 0
     }
 
     /// Look up the PTE table that maps `va`'s 2 MiB region.
@@ -442,7 +542,7 @@ impl Tlb {
     /// of `va` in `asid`, and (as INVLPG does) every paging-structure-cache
     /// entry of that ASID.
     pub fn flush_one(&mut self, asid: u16, va: u64) {
-        if self.s.hints.filled & (1 << (asid % 64)) != 0 {
+        if self.may_hold(asid) {
             self.flush_one_leaf(asid, va);
         }
         TlbData::bump(&mut self.m().psc_epochs, asid);
@@ -462,7 +562,7 @@ impl Tlb {
         if n == 0 {
             return;
         }
-        if self.s.hints.filled & (1 << (asid % 64)) != 0 {
+        if self.may_hold(asid) {
             let s = self.shared_mut();
             for i in 0..n {
                 s.data
@@ -481,7 +581,7 @@ impl Tlb {
     /// translations of `va` in `asid` only; walk-cache entries survive.
     pub fn flush_one_leaf(&mut self, asid: u16, va: u64) {
         // A TLB that never filled this ASID has no leaf entry to drop.
-        if self.s.hints.filled & (1 << (asid % 64)) != 0 {
+        if self.may_hold(asid) {
             let s = self.shared_mut();
             s.data.flush_leaf(&mut s.hints, va, Some(asid))
         }
@@ -547,7 +647,7 @@ impl TlbData {
             set_mask: sets as u64 - 1,
             ways,
             any_huge: false,
-            entries: Entries::new((sets * ways) as usize),
+            entries: Entries::new(sets as usize, ways as usize),
             psc: vec![PscEntry::default(); psc_entries.max(1) as usize],
             psc_next: 0,
             upper: vec![PscEntry::default(); UPPER_ENTRIES],
@@ -619,16 +719,13 @@ impl TlbData {
     #[inline(always)]
     fn probe(&self, asid: u16, tag: u64) -> Option<(usize, usize)> {
         let set = self.set_of(tag);
-        let ways = self.ways_of(set);
-        // None: nothing was ever filled.
-        let tags = self.entries.tag.get(ways.clone())?;
-        for (i, &t) in (ways.start..).zip(tags) {
-            // Mostly no way has the tag: the scan compares tags alone.
-            if t == tag {
-                let e = &self.entries.info[i];
-                if e.asid == asid && self.live_at(e, self.epoch(asid)) {
-                    return Some((i, set));
-                }
+        let (ways, first) = (self.ways as usize, set * self.ways as usize);
+        // Mostly no way has the tag, nor its fingerprint.
+        for j in self.entries.candidates(set, ways, tag)? {
+            let i = first + j;
+            let e = &self.entries.info[i];
+            if self.entries.tag[i] == tag && e.asid == asid && self.live_at(e, self.epoch(asid)) {
+                return Some((i, set));
             }
         }
         None
@@ -667,7 +764,7 @@ impl TlbData {
     /// tag of a lookup that missed since the last fill (see [`Tlb`]).
     fn fill(&mut self, hints: &mut Hints, asid: u16, va: u64, hit: TlbHit, missed: Missed) {
         if self.entries.tag.is_empty() {
-            self.entries.allocate();
+            self.entries.allocate(self.set_mask as usize + 1);
             let unknown = SetHint {
                 live: 0,
                 oldest: NO_ORDER,
@@ -675,7 +772,8 @@ impl TlbData {
             hints.sets = vec![unknown; self.set_mask as usize + 1];
         }
         let tag = Self::tag(va, hit.huge);
-        let victim = self.victim(hints, asid, tag, missed);
+        let set = self.set_of(tag);
+        let victim = self.victim(hints, set, asid, tag, missed);
         let mut flags = VALID;
         if hit.writable {
             flags |= WRITE;
@@ -685,7 +783,8 @@ impl TlbData {
             self.any_huge = true;
         }
         let lru = self.next_tick(hints);
-        self.entries.tag[victim] = tag;
+        let way = victim - set * self.ways as usize;
+        self.entries.set_tag(victim, set, way, tag);
         self.entries.info[victim] = Info {
             pfn: hit.pfn,
             owner: hit.owner,
@@ -701,8 +800,7 @@ impl TlbData {
     /// The entry a fill of `tag` for `asid` replaces (see [`TlbData::fill`]);
     /// the set's hints are updated for the fill.
     #[inline(always)]
-    fn victim(&self, hints: &mut Hints, asid: u16, tag: u64, missed: Missed) -> usize {
-        let set = self.set_of(tag);
+    fn victim(&self, hints: &mut Hints, set: usize, asid: u16, tag: u64, missed: Missed) -> usize {
         let first = self.ways_of(set).start;
         let h = &mut hints.sets[set];
         if h.live == hints.flush_gen {
@@ -721,25 +819,28 @@ impl TlbData {
         let (v, all_live) = self.victim_scan(set, asid, tag);
         if all_live {
             h.live = hints.flush_gen;
-            h.oldest = if self.ascending_to(set, v) {
-                0
-            } else {
-                NO_ORDER
-            };
+            h.oldest = self.oldest_after(set, v);
         }
         v
     }
 
-    /// Is `v` the last way of set `set`, and do the other ways' LRU stamps
-    /// ascend, all below the next tick?
-    fn ascending_to(&self, set: usize, v: usize) -> bool {
+    /// The least recently used way of set `set` once entry `v` of it is
+    /// filled (with the next tick) if the other ways' LRU stamps ascend,
+    /// all below the next tick, going round from the way after `v`'s: that
+    /// way. Else [`NO_ORDER`].
+    fn oldest_after(&self, set: usize, v: usize) -> u32 {
         let ways = self.ways_of(set);
-        let info = &self.entries.info[ways.start..v];
-        v == ways.end - 1
-            && info.windows(2).all(|w| w[0].lru < w[1].lru)
-            && info
-                .last()
-                .is_none_or(|e| e.lru < self.tick.wrapping_add(1))
+        let info = &self.entries.info[ways.clone()];
+        let j = v - ways.start;
+        let others = info[j + 1..].iter().chain(&info[..j]).map(|e| e.lru);
+        let mut prev = None;
+        for l in others.chain([self.tick.wrapping_add(1)]) {
+            if prev.is_some_and(|p| p >= l) {
+                return NO_ORDER;
+            }
+            prev = Some(l);
+        }
+        ((j + 1) % info.len()) as u32
     }
 
     /// The victim in set `set` (see [`TlbData::fill`]), testing liveness;
@@ -898,15 +999,16 @@ impl TlbData {
             }
             let tag = Self::tag(va, huge);
             let set = self.set_of(tag);
-            let ways = self.ways_of(set);
+            let (ways, first) = (self.ways as usize, set * self.ways as usize);
             let e = &mut self.entries;
             // None: nothing was ever filled.
-            let (Some(tags), Some(info)) = (e.tag.get(ways.clone()), e.info.get_mut(ways)) else {
+            let Some(candidates) = Candidates::new(&e.fp, e.fp_words, set, ways, tag) else {
                 return;
             };
-            for (&t, e) in tags.iter().zip(info) {
-                if t == tag && asid.is_none_or(|a| e.asid == a) {
-                    e.flags = 0;
+            for j in candidates {
+                let info = &mut e.info[first + j];
+                if e.tag[first + j] == tag && asid.is_none_or(|a| info.asid == a) {
+                    info.flags = 0;
                     hints.sets[set].live = 0;
                 }
             }
@@ -1142,6 +1244,33 @@ mod tests {
 
     /// The ASID the kernel's global translations are filled under.
     const KERNEL_ASID: u16 = u16::MAX;
+
+    /// A flush of another ASID leaves a full set's ways round in LRU order
+    /// (the set's oldest way is found again, not searched on every fill),
+    /// and the victims are still the least recently used.
+    #[test]
+    fn foreign_asid_flush_keeps_the_round_order() {
+        let mut t = Tlb::new(4, 4, 1); // one set of four ways
+        for p in 0..6u64 {
+            assert!(t.lookup(1, p << 12).is_none());
+            t.fill(1, p << 12, hit(p as Pfn));
+        }
+        // Pages 4, 5, 2, 3 in ways 0..3: way 2 is the oldest.
+        for p in 6..10u64 {
+            t.flush_asid(2);
+            assert!(t.lookup(1, p << 12).is_none());
+            t.fill(1, p << 12, hit(p as Pfn));
+            assert!(
+                t.lookup(1, (p - 4) << 12).is_none(),
+                "page {} evicted",
+                p - 4
+            );
+        }
+        assert_eq!(
+            t.s.hints.sets[0].oldest, 2,
+            "pages 6, 7, 8, 9 in ways 2, 3, 0, 1"
+        );
+    }
 
     #[test]
     fn lru_victim_in_a_full_set() {

@@ -115,6 +115,7 @@ pub fn user_access(w: &mut World, cpu: CpuId, va: u64, write: bool, fx: &mut Eff
                 return Access::Fault;
             }
             let pfn = pte::pfn(e);
+            w.mem.prefetch_after(t, idx);
             (
                 TlbHit {
                     owner: mm,

@@ -31,22 +31,30 @@ fn asid_of(w: &World, mm: MmId) -> u16 {
 /// does between the TLBIs and the completing `DSB ISH`). `TLBI VALE1IS`
 /// (`last_level`) drops leaf entries only; `TLBI VAE1IS` the walk cache too.
 fn tlbi_is_all_cpus(w: &mut World, asid: u16, range: Option<(u64, u64, u64)>, last_level: bool) {
-    for c in w.cpus.iter_mut() {
-        match range {
-            None => c.tlb.flush_asid(asid),
-            Some((start, end, stride)) => {
-                let mut a = start;
-                while a < end {
-                    if last_level {
-                        c.tlb.flush_one_leaf(asid, a);
-                    } else {
-                        c.tlb.flush_one(asid, a);
-                    }
-                    a += stride;
-                }
-            }
-        }
+    let Some(range) = range else {
+        w.cpus.iter_mut().for_each(|c| c.tlb.flush_asid(asid));
+        return;
+    };
+    if !last_level {
+        w.cpus
+            .iter_mut()
+            .for_each(|c| c.tlb.flush_range(asid, range, false));
+        return;
     }
+    // `TLBI VALE1IS` changes nothing in a TLB that never held the ASID.
+    for c in cpus_may_hold(w, asid) {
+        w.cpus[c].tlb.flush_range(asid, range, true);
+    }
+}
+
+/// The CPUs whose TLB may hold a leaf translation of `asid`
+/// ([`machine::tlb::Tlb::may_hold`]): mostly a few of many.
+#[inline(never)]
+fn cpus_may_hold(w: &World, asid: u16) -> Vec<usize> {
+    let cpus = w.cpus.iter().enumerate();
+    cpus.filter(|(_, c)| c.tlb.may_hold(asid))
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// `flush_tlb_mm`: `dsb(ishst); TLBI ASIDE1IS; dsb(ish)`: one broadcast op.

@@ -79,15 +79,22 @@ pub fn local_flush_tlb_range_asid(
         d.size.div_ceil(d.stride)
     };
     if pages <= w.cfg.riscv.tlb_flush_all_threshold as u64 {
-        let mut a = d.start;
-        for _ in 0..pages {
-            match user_asid(d.asid) {
-                // sfence.vma va, asid: leaf entries only.
-                Some(asid) => w.cpus[c].tlb.flush_one_leaf(asid, a),
-                // local_flush_tlb_page: sfence.vma va (every ASID, globals too).
-                None => w.cpus[c].tlb.flush_va(a),
+        match user_asid(d.asid) {
+            // sfence.vma va, asid: leaf entries only.
+            Some(asid) => {
+                let end = d.start + pages * d.stride;
+                w.cpus[c]
+                    .tlb
+                    .flush_range(asid, (d.start, end, d.stride), true);
             }
-            a += d.stride;
+            // local_flush_tlb_page: sfence.vma va (every ASID, globals too).
+            None => {
+                let mut a = d.start;
+                for _ in 0..pages {
+                    w.cpus[c].tlb.flush_va(a);
+                    a += d.stride;
+                }
+            }
         }
         w.counters.sfence_vma += pages;
         fx.cost(Cost::SfenceVma, pages as u32);

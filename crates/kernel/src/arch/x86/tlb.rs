@@ -544,9 +544,10 @@ pub fn broadcast_tlb_flush(w: &mut World, r: InfoRef, fx: &mut Effects) -> bool 
             if shift <= u64::from(machine::HPAGE_SHIFT) {
                 nr = ((f.end - addr) >> shift).clamp(1, INVLPGB_COUNT_MAX);
             }
-            for c in w.cpus.iter_mut() {
-                (0..nr).for_each(|i| c.tlb.flush_one(asid, addr + (i << shift)));
-            }
+            let range = (addr, addr + (nr << shift), 1 << shift);
+            w.cpus
+                .iter_mut()
+                .for_each(|c| c.tlb.flush_range(asid, range, false));
             n += 1;
             addr += nr << shift;
             if addr >= f.end {
@@ -696,13 +697,10 @@ pub fn flush_tlb_func(w: &mut World, cpu: CpuId, r: InfoRef, fx: &mut Effects) {
     {
         // Partial flush: one INVLPG per stride.
         let stride = 1u64 << f.stride_shift;
-        let mut a = f.start;
-        let mut n = 0u32;
-        while a < f.end {
-            w.cpus[c].tlb.flush_one(asid, a);
-            a += stride;
-            n += 1;
-        }
+        let n = f.end.saturating_sub(f.start).div_ceil(stride) as u32;
+        w.cpus[c]
+            .tlb
+            .flush_range(asid, (f.start, f.end, stride), false);
         w.counters.invlpg += n as u64;
         fx.cost(Cost::Invlpg, n);
         nr_invalidate = n as u64;
