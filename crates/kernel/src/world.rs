@@ -175,39 +175,85 @@ impl Frame {
 /// Each frame is boxed (model machinery): `World::run` takes the innermost
 /// off for its step and puts it back, and a frame is written to at every
 /// step, so moving it whole (up to 144 bytes) twice per step cost more than
-/// the allocation when a path is called. Compares, hashes and prints as the
-/// frames themselves.
+/// the allocation when a path is called. The box of the last path that
+/// returned is kept ([`SpareFrame`]) for the next call: a fault per page
+/// allocated and freed one each. Compares, hashes and prints as the frames
+/// themselves.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 #[allow(clippy::vec_box)] // on purpose: see above
-pub struct KStack(Vec<Box<Frame>>);
+pub struct KStack {
+    frames: Vec<Box<Frame>>,
+    spare: SpareFrame,
+}
+
+/// The box of a frame that returned, to hold the next one called: not
+/// state (equal for any two stacks, hashed as nothing, not cloned).
+#[derive(Default)]
+struct SpareFrame(Option<Box<Frame>>);
+
+impl Clone for SpareFrame {
+    fn clone(&self) -> Self {
+        SpareFrame(None)
+    }
+}
+impl PartialEq for SpareFrame {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for SpareFrame {}
+impl Hash for SpareFrame {
+    fn hash<H: Hasher>(&self, _: &mut H) {}
+}
 
 impl KStack {
     pub fn with_capacity(n: usize) -> Self {
-        KStack(Vec::with_capacity(n))
+        KStack {
+            frames: Vec::with_capacity(n),
+            spare: SpareFrame(None),
+        }
     }
+    #[inline]
     pub fn push(&mut self, f: Frame) {
-        self.0.push(Box::new(f));
+        let b = self.boxed(f);
+        self.frames.push(b);
     }
     pub fn pop(&mut self) -> Option<Frame> {
-        self.0.pop().map(|f| *f)
+        self.frames.pop().map(|f| *f)
     }
     pub fn last(&self) -> Option<&Frame> {
-        self.0.last().map(|f| &**f)
+        self.frames.last().map(|f| &**f)
     }
     pub fn last_mut(&mut self) -> Option<&mut Frame> {
-        self.0.last_mut().map(|f| &mut **f)
+        self.frames.last_mut().map(|f| &mut **f)
     }
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Frame> + ExactSizeIterator {
-        self.0.iter().map(|f| &**f)
+        self.frames.iter().map(|f| &**f)
     }
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.frames.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.frames.is_empty()
     }
     pub fn clear(&mut self) {
-        self.0.clear();
+        self.frames.clear();
+    }
+    /// `f` in a box: the spare one if there is one, else a new one.
+    #[inline]
+    fn boxed(&mut self, f: Frame) -> Box<Frame> {
+        match self.spare.0.take() {
+            Some(mut b) => {
+                *b = f;
+                b
+            }
+            None => Box::new(f),
+        }
+    }
+    /// Keep the box of a frame that returned for the next call.
+    #[inline]
+    fn recycle(&mut self, b: Box<Frame>) {
+        self.spare.0 = Some(b);
     }
 }
 
@@ -219,7 +265,10 @@ impl std::fmt::Debug for KStack {
 
 impl FromIterator<Frame> for KStack {
     fn from_iter<I: IntoIterator<Item = Frame>>(it: I) -> Self {
-        KStack(it.into_iter().map(Box::new).collect())
+        KStack {
+            frames: it.into_iter().map(Box::new).collect(),
+            spare: SpareFrame(None),
+        }
     }
 }
 
@@ -227,7 +276,7 @@ impl<'a> IntoIterator for &'a KStack {
     type Item = &'a Frame;
     type IntoIter = std::iter::Map<std::slice::Iter<'a, Box<Frame>>, fn(&Box<Frame>) -> &Frame>;
     fn into_iter(self) -> Self::IntoIter {
-        self.0.iter().map(|f| &**f)
+        self.frames.iter().map(|f| &**f)
     }
 }
 
@@ -1053,7 +1102,7 @@ impl World {
         // Bounded: every path yields after at most a handful of local moves.
         for _ in 0..256 {
             if top.is_none() && !self.tasks[t as usize].kstack.is_empty() {
-                top = self.tasks[t as usize].kstack.0.pop();
+                top = self.tasks[t as usize].kstack.frames.pop();
             }
             let flow = match &mut top {
                 Some(f) => f.step(self, cpu, t, fx),
@@ -1063,23 +1112,27 @@ impl World {
                 Flow::Continue => {}
                 Flow::Yield | Flow::Block => {
                     if let Some(f) = top {
-                        self.tasks[t as usize].kstack.0.push(f);
+                        self.tasks[t as usize].kstack.frames.push(f);
                     }
                     return;
                 }
                 Flow::Call(child) => {
-                    if let Some(f) = top.replace(Box::new(child)) {
-                        self.tasks[t as usize].kstack.0.push(f);
+                    let stack = &mut self.tasks[t as usize].kstack;
+                    let child = stack.boxed(child);
+                    if let Some(f) = top.replace(child) {
+                        stack.frames.push(f);
                     }
                 }
                 Flow::CallYield(child) => {
                     let stack = &mut self.tasks[t as usize].kstack;
-                    stack.0.extend(top);
+                    stack.frames.extend(top);
                     stack.push(child);
                     return;
                 }
                 Flow::Return => {
-                    top = None;
+                    if let Some(f) = top.take() {
+                        self.tasks[t as usize].kstack.recycle(f);
+                    }
                     if self.cpus[cpu as usize].curr != Some(t) {
                         return;
                     }
