@@ -396,7 +396,50 @@ pub struct Mm {
     pub asid_transition: bool,
     /// The CPUs whose current task uses this mm (`cpu_curr(c)->mm == mm`),
     /// kept by [`World::set_curr`]: a cache of `Cpu::curr`, not state.
-    pub running: Hint<CpuMask>,
+    pub running: Hint<CpuSet>,
+}
+
+/// A set of CPUs as plain bitmap words (model machinery, for caches such
+/// as [`Mm::running`]: iterated on every unlock, which `CpuMask::iter`'s
+/// chained iterators made cost more than the wake-ups it finds).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpuSet(Vec<u64>);
+
+impl CpuSet {
+    /// An empty set for `nr_cpus` CPUs.
+    pub fn new(nr_cpus: usize) -> Self {
+        CpuSet(vec![0; nr_cpus.div_ceil(64).max(1)])
+    }
+    #[inline]
+    pub fn set(&mut self, cpu: CpuId) {
+        self.0[cpu as usize / 64] |= 1 << (cpu % 64);
+    }
+    #[inline]
+    pub fn clear(&mut self, cpu: CpuId) {
+        self.0[cpu as usize / 64] &= !(1 << (cpu % 64));
+    }
+    #[inline]
+    pub fn test(&self, cpu: CpuId) -> bool {
+        self.0[cpu as usize / 64] & (1 << (cpu % 64)) != 0
+    }
+    /// `f(cpu)` for each CPU in the set, in ascending order.
+    #[inline]
+    pub fn for_each(&self, mut f: impl FnMut(CpuId)) {
+        for (i, &word) in self.0.iter().enumerate() {
+            let mut w = word;
+            while w != 0 {
+                f((i * 64) as CpuId + w.trailing_zeros() as CpuId);
+                w &= w - 1;
+            }
+        }
+    }
+    /// The same set with every CPU `c` renamed to `perm[c]` (the checker's
+    /// symmetry reduction).
+    pub fn permuted(&self, perm: &[CpuId]) -> CpuSet {
+        let mut p = CpuSet(vec![0; self.0.len()]);
+        self.for_each(|c| p.set(perm[c as usize]));
+        p
+    }
 }
 
 /// A cache of other fields of the world (model machinery, nothing in the
@@ -793,7 +836,7 @@ impl World {
             tlb_flush_pending: 0,
             global_asid: 0,
             asid_transition: false,
-            running: Hint(CpuMask::new(n)),
+            running: Hint(CpuSet::new(n)),
         };
         Ok(World {
             cfg: cfg.into(),
@@ -848,7 +891,7 @@ impl World {
             tlb_flush_pending: 0,
             global_asid: 0,
             asid_transition: false,
-            running: Hint(CpuMask::new(self.cpus.len())),
+            running: Hint(CpuSet::new(self.cpus.len())),
         });
         self.next_ctx_id += 1;
         Ok(id)

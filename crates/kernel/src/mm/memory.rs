@@ -542,7 +542,8 @@ pub fn zap_pte_range(
 ) -> u64 {
     let next = ((addr / HPAGE_SIZE) + 1) * HPAGE_SIZE;
     let stop = next.min(end);
-    if let Some((pmd_table, pmd)) = crate::mm::gup::read_pmd(w, mm, addr) {
+    let pmd = crate::mm::gup::read_pmd(w, mm, addr);
+    if let Some((pmd_table, pmd)) = pmd {
         if pte::present(pmd) && pte::huge(pmd) {
             // zap_huge_pmd (whole 2 MiB only; a partial zap would split first).
             let region = addr & !(HPAGE_SIZE - 1);
@@ -566,7 +567,8 @@ pub fn zap_pte_range(
             return stop;
         }
     }
-    let Some(table) = pte_table(w, mm, addr) else {
+    // The PTE table (what `pte_table` would walk to again).
+    let Some(table) = pmd.and_then(|(_, e)| pte::present(e).then(|| pte::pfn(e))) else {
         return stop;
     };
     let mut cleared = 0u32;

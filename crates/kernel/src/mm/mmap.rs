@@ -2,7 +2,7 @@
 //! unmap path with `huge_pmd_unshare` (mm/hugetlb.c).
 
 use crate::effects::{Effects, Label};
-use crate::mm::memory::{pte_table, unmap_page_range_step};
+use crate::mm::memory::unmap_page_range_step;
 use crate::mm::mmu_gather::{
     tlb_end_vma, tlb_finish_mmu, tlb_finish_mmu_free, tlb_flush_mmu_free_task,
     tlb_flush_mmu_tlbonly, tlb_gather_mmu, tlb_remove_table_sync,
@@ -260,10 +260,13 @@ fn free_pgtables(w: &mut World, task: TaskId, start: u64, end: u64) -> bool {
             .iter()
             .any(|v| v.start < re && v.end > rs);
         if !used {
-            if let Some(t) = pte_table(w, mm, region) {
+            // The PTE table (`pte_table`'s walk) and the PMD table holding it.
+            let pmd = crate::mm::gup::read_pmd(w, mm, region)
+                .filter(|&(_, e)| pte::present(e) && !pte::huge(e));
+            if let Some((pmd_table, e)) = pmd {
+                let t = pte::pfn(e);
                 if w.mem.table_empty(t) {
-                    let pmd = pmd_table(w, mm, region);
-                    w.mem.write(pmd, table_index(region, 2), 0);
+                    w.mem.write(pmd_table, table_index(region, 2), 0);
                     w.tasks[task as usize].gather.remove_table(t, region);
                     any = true;
                 }
@@ -272,19 +275,6 @@ fn free_pgtables(w: &mut World, task: TaskId, start: u64, end: u64) -> bool {
         region = re;
     }
     any
-}
-
-/// The PMD table of `va` (which must exist).
-fn pmd_table(w: &World, mm: crate::MmId, va: u64) -> machine::Pfn {
-    let mut table = w.mms[mm as usize].pgd;
-    for level in [4u8, 3] {
-        table = pte::pfn(
-            w.mem
-                .read(table, table_index(va, level))
-                .expect("upper table present"),
-        );
-    }
-    table
 }
 
 /// The PUD table of `va` in `mm`, if the PGD entry exists.
