@@ -175,34 +175,38 @@ impl Frame {
 /// Each frame is boxed (model machinery): `World::run` takes the innermost
 /// off for its step and puts it back, and a frame is written to at every
 /// step, so moving it whole (up to 144 bytes) twice per step cost more than
-/// the allocation when a path is called. The box of the last path that
-/// returned is kept ([`SpareFrame`]) for the next call: a fault per page
+/// the allocation when a path is called. The boxes of paths that returned
+/// are kept ([`SpareFrames`]) for the next calls: a fault per page
 /// allocated and freed one each. Compares, hashes and prints as the frames
 /// themselves.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 #[allow(clippy::vec_box)] // on purpose: see above
 pub struct KStack {
     frames: Vec<Box<Frame>>,
-    spare: SpareFrame,
+    spare: SpareFrames,
 }
 
-/// The box of a frame that returned, to hold the next one called: not
-/// state (equal for any two stacks, hashed as nothing, not cloned).
+/// Boxes of frames that returned (their frames dropped), to hold the next
+/// ones called: not state (equal for any two stacks, hashed as nothing,
+/// not cloned). A few: a path returns after the paths it called.
 #[derive(Default)]
-struct SpareFrame(Option<Box<Frame>>);
+struct SpareFrames(Vec<Box<std::mem::MaybeUninit<Frame>>>);
 
-impl Clone for SpareFrame {
+/// Spare boxes kept per stack (deeper than any path nests).
+const SPARE_FRAMES: usize = 4;
+
+impl Clone for SpareFrames {
     fn clone(&self) -> Self {
-        SpareFrame(None)
+        SpareFrames(Vec::new())
     }
 }
-impl PartialEq for SpareFrame {
+impl PartialEq for SpareFrames {
     fn eq(&self, _: &Self) -> bool {
         true
     }
 }
-impl Eq for SpareFrame {}
-impl Hash for SpareFrame {
+impl Eq for SpareFrames {}
+impl Hash for SpareFrames {
     fn hash<H: Hasher>(&self, _: &mut H) {}
 }
 
@@ -210,7 +214,7 @@ impl KStack {
     pub fn with_capacity(n: usize) -> Self {
         KStack {
             frames: Vec::with_capacity(n),
-            spare: SpareFrame(None),
+            spare: SpareFrames(Vec::new()),
         }
     }
     #[inline]
@@ -242,18 +246,24 @@ impl KStack {
     /// `f` in a box: the spare one if there is one, else a new one.
     #[inline]
     fn boxed(&mut self, f: Frame) -> Box<Frame> {
-        match self.spare.0.take() {
-            Some(mut b) => {
-                *b = f;
-                b
-            }
-            None => Box::new(f),
-        }
+        let b = self.spare.0.pop().unwrap_or_else(Box::new_uninit);
+        Box::write(b, f)
     }
-    /// Keep the box of a frame that returned for the next call.
+    /// Drop a frame that returned and keep its box for a next call.
     #[inline]
     fn recycle(&mut self, b: Box<Frame>) {
-        self.spare.0 = Some(b);
+        if self.spare.0.len() == SPARE_FRAMES {
+            return;
+        }
+        let p = Box::into_raw(b);
+        // SAFETY: `p` is the sole owner of a live frame, dropped here
+        // once; `MaybeUninit<Frame>` has `Frame`'s layout, so the box
+        // goes on as the same allocation, its contents uninitialised.
+        let spare = unsafe {
+            std::ptr::drop_in_place(p);
+            Box::from_raw(p.cast::<std::mem::MaybeUninit<Frame>>())
+        };
+        self.spare.0.push(spare);
     }
 }
 
@@ -267,7 +277,7 @@ impl FromIterator<Frame> for KStack {
     fn from_iter<I: IntoIterator<Item = Frame>>(it: I) -> Self {
         KStack {
             frames: it.into_iter().map(Box::new).collect(),
-            spare: SpareFrame(None),
+            spare: SpareFrames(Vec::new()),
         }
     }
 }
