@@ -467,14 +467,16 @@ fn do_fault_around(
     let file = v.file.unwrap_or(0) as usize;
     let mut mapped = 0u32;
     let mut hit = false;
+    let cache = w.files.get(file).map_or(&[][..], |f| &f[..]);
+    let mem = &mut *w.mem;
     let mut a = from;
     while a < to {
         let idx = table_index(a, 1);
         let n = ((a - v.start) / PAGE_SIZE) as usize;
-        if let Some(&page) = w.files.get(file).and_then(|f| f.get(n)) {
-            if !pte::present(w.mem.read(table, idx).unwrap_or(0)) {
-                w.mem.get_page(page);
-                w.mem.write(
+        if let Some(&page) = cache.get(n) {
+            if !pte::present(mem.read(table, idx).unwrap_or(0)) {
+                mem.get_page(page);
+                mem.write(
                     table,
                     idx,
                     pte::make(page, pte::WRITE | pte::USER | pte::ACCESSED),
