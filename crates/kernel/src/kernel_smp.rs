@@ -195,7 +195,7 @@ impl SmpCallFunctionManyCond {
 /// `__x2apic_send_IPI_mask` loops over the mask). arm64 and RISC-V send per
 /// target here.
 pub fn native_send_call_func_ipi(w: &mut World, cpu: CpuId, ipi: &CpuMask, fx: &mut Effects) {
-    let n = ipi.iter().count() as u32;
+    let n = ipi.weight();
     if n == 0 {
         return;
     }
@@ -214,7 +214,7 @@ pub fn native_send_call_func_ipi(w: &mut World, cpu: CpuId, ipi: &CpuMask, fx: &
         w.counters.ipis_sent += 1;
         fx.ipi(t);
     }
-    let first = ipi.iter().next().unwrap_or(cpu);
+    let first = ipi.first().unwrap_or(cpu);
     fx.label(Label::SendIpis { n, first });
 }
 
@@ -278,6 +278,10 @@ fn run_func(w: &mut World, cpu: CpuId, func: CallFunc, fx: &mut Effects) {
 /// the model waits for every target of the mask (a superset).
 fn csd_lock_busy(w: &World, cpu: CpuId, mask: &CpuMask, busy: &mut CpuMask) -> bool {
     let locked = &w.cpus[cpu as usize].cfd_locked;
+    if locked.is_empty() {
+        // No csd of this CPU is locked (the common case): nothing to scan.
+        return !busy.is_empty();
+    }
     for t in mask.iter().filter(|&t| t != cpu && locked.test(t)) {
         busy.set(t);
     }

@@ -184,7 +184,10 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             advance(w);
             Flow::Continue
         }
-        UserOp::Touch { addr, write } => access(w, cpu, t, addr, write, fx, Next::Op),
+        UserOp::Touch { addr, write } => {
+            access(w, cpu, t, addr, write, fx, Next::Op);
+            Flow::Yield
+        }
         UserOp::TouchRange {
             start,
             pages,
@@ -196,7 +199,8 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
                 return Flow::Continue;
             }
             let va = start + sub as u64 * PAGE_SIZE;
-            access(w, cpu, t, va, write, fx, Next::Page)
+            access(w, cpu, t, va, write, fx, Next::Page);
+            Flow::Yield
         }
         UserOp::Memset { start, pages } => {
             let sub = w.tasks[t as usize].us.sub;
@@ -205,11 +209,10 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
                 return Flow::Continue;
             }
             let va = start + sub as u64 * PAGE_SIZE;
-            let flow = access(w, cpu, t, va, true, fx, Next::Page);
-            if matches!(flow, Flow::Yield) {
+            if access(w, cpu, t, va, true, fx, Next::Page) {
                 fx.cost(Cost::UserPageWrite, 1);
             }
-            flow
+            Flow::Yield
         }
         UserOp::MadviseDontneed { start, len } => {
             advance(w);
@@ -436,7 +439,10 @@ enum Next {
     Page,
 }
 
-/// A load/store: done (advance, yield) or a page fault (push the handler).
+/// A load/store, the end of the step either way: done (advance; returns
+/// true) or a page fault (push the handler, which runs from the next step:
+/// what `Flow::CallYield` does, with the frame built in its box rather
+/// than moved there through the `Flow`; returns false).
 fn access(
     w: &mut World,
     cpu: CpuId,
@@ -445,7 +451,7 @@ fn access(
     write: bool,
     fx: &mut Effects,
     next: Next,
-) -> Flow {
+) -> bool {
     match crate::hw::mmu::user_access(w, cpu, va, write, fx) {
         crate::hw::mmu::Access::Done => {
             let task = &mut w.tasks[t as usize];
@@ -454,11 +460,13 @@ fn access(
                 Next::Op => task.us.pc += 1,
                 Next::Page => task.us.sub += 1,
             }
-            Flow::Yield
+            true
         }
         crate::hw::mmu::Access::Fault => {
             // The access is retried after the fault returns.
-            Flow::CallYield(Frame::PageFault(PageFault::new(va, write)))
+            let fault = Frame::PageFault(PageFault::new(va, write));
+            w.tasks[t as usize].kstack.push(fault);
+            false
         }
     }
 }

@@ -175,39 +175,95 @@ impl Frame {
 /// Each frame is boxed (model machinery): `World::run` takes the innermost
 /// off for its step and puts it back, and a frame is written to at every
 /// step, so moving it whole (up to 144 bytes) twice per step cost more than
-/// the allocation when a path is called. Compares, hashes and prints as the
-/// frames themselves.
+/// the allocation when a path is called. The boxes of paths that returned
+/// are kept ([`SpareFrames`]) for the next calls: a fault per page
+/// allocated and freed one each. Compares, hashes and prints as the frames
+/// themselves.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
 #[allow(clippy::vec_box)] // on purpose: see above
-pub struct KStack(Vec<Box<Frame>>);
+pub struct KStack {
+    frames: Vec<Box<Frame>>,
+    spare: SpareFrames,
+}
+
+/// Boxes of frames that returned (their frames dropped), to hold the next
+/// ones called: not state (equal for any two stacks, hashed as nothing,
+/// not cloned). A few: a path returns after the paths it called.
+#[derive(Default)]
+struct SpareFrames(Vec<Box<std::mem::MaybeUninit<Frame>>>);
+
+/// Spare boxes kept per stack (deeper than any path nests).
+const SPARE_FRAMES: usize = 4;
+
+impl Clone for SpareFrames {
+    fn clone(&self) -> Self {
+        SpareFrames(Vec::new())
+    }
+}
+impl PartialEq for SpareFrames {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for SpareFrames {}
+impl Hash for SpareFrames {
+    fn hash<H: Hasher>(&self, _: &mut H) {}
+}
 
 impl KStack {
     pub fn with_capacity(n: usize) -> Self {
-        KStack(Vec::with_capacity(n))
+        KStack {
+            frames: Vec::with_capacity(n),
+            spare: SpareFrames(Vec::new()),
+        }
     }
+    #[inline]
     pub fn push(&mut self, f: Frame) {
-        self.0.push(Box::new(f));
+        let b = self.boxed(f);
+        self.frames.push(b);
     }
     pub fn pop(&mut self) -> Option<Frame> {
-        self.0.pop().map(|f| *f)
+        self.frames.pop().map(|f| *f)
     }
     pub fn last(&self) -> Option<&Frame> {
-        self.0.last().map(|f| &**f)
+        self.frames.last().map(|f| &**f)
     }
     pub fn last_mut(&mut self) -> Option<&mut Frame> {
-        self.0.last_mut().map(|f| &mut **f)
+        self.frames.last_mut().map(|f| &mut **f)
     }
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Frame> + ExactSizeIterator {
-        self.0.iter().map(|f| &**f)
+        self.frames.iter().map(|f| &**f)
     }
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.frames.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.frames.is_empty()
     }
     pub fn clear(&mut self) {
-        self.0.clear();
+        self.frames.clear();
+    }
+    /// `f` in a box: the spare one if there is one, else a new one.
+    #[inline]
+    fn boxed(&mut self, f: Frame) -> Box<Frame> {
+        let b = self.spare.0.pop().unwrap_or_else(Box::new_uninit);
+        Box::write(b, f)
+    }
+    /// Drop a frame that returned and keep its box for a next call.
+    #[inline]
+    fn recycle(&mut self, b: Box<Frame>) {
+        if self.spare.0.len() == SPARE_FRAMES {
+            return;
+        }
+        let p = Box::into_raw(b);
+        // SAFETY: `p` is the sole owner of a live frame, dropped here
+        // once; `MaybeUninit<Frame>` has `Frame`'s layout, so the box
+        // goes on as the same allocation, its contents uninitialised.
+        let spare = unsafe {
+            std::ptr::drop_in_place(p);
+            Box::from_raw(p.cast::<std::mem::MaybeUninit<Frame>>())
+        };
+        self.spare.0.push(spare);
     }
 }
 
@@ -219,7 +275,10 @@ impl std::fmt::Debug for KStack {
 
 impl FromIterator<Frame> for KStack {
     fn from_iter<I: IntoIterator<Item = Frame>>(it: I) -> Self {
-        KStack(it.into_iter().map(Box::new).collect())
+        KStack {
+            frames: it.into_iter().map(Box::new).collect(),
+            spare: SpareFrames(Vec::new()),
+        }
     }
 }
 
@@ -227,7 +286,7 @@ impl<'a> IntoIterator for &'a KStack {
     type Item = &'a Frame;
     type IntoIter = std::iter::Map<std::slice::Iter<'a, Box<Frame>>, fn(&Box<Frame>) -> &Frame>;
     fn into_iter(self) -> Self::IntoIter {
-        self.0.iter().map(|f| &**f)
+        self.frames.iter().map(|f| &**f)
     }
 }
 
@@ -347,7 +406,50 @@ pub struct Mm {
     pub asid_transition: bool,
     /// The CPUs whose current task uses this mm (`cpu_curr(c)->mm == mm`),
     /// kept by [`World::set_curr`]: a cache of `Cpu::curr`, not state.
-    pub running: Hint<CpuMask>,
+    pub running: Hint<CpuSet>,
+}
+
+/// A set of CPUs as plain bitmap words (model machinery, for caches such
+/// as [`Mm::running`]: iterated on every unlock, which `CpuMask::iter`'s
+/// chained iterators made cost more than the wake-ups it finds).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpuSet(Vec<u64>);
+
+impl CpuSet {
+    /// An empty set for `nr_cpus` CPUs.
+    pub fn new(nr_cpus: usize) -> Self {
+        CpuSet(vec![0; nr_cpus.div_ceil(64).max(1)])
+    }
+    #[inline]
+    pub fn set(&mut self, cpu: CpuId) {
+        self.0[cpu as usize / 64] |= 1 << (cpu % 64);
+    }
+    #[inline]
+    pub fn clear(&mut self, cpu: CpuId) {
+        self.0[cpu as usize / 64] &= !(1 << (cpu % 64));
+    }
+    #[inline]
+    pub fn test(&self, cpu: CpuId) -> bool {
+        self.0[cpu as usize / 64] & (1 << (cpu % 64)) != 0
+    }
+    /// `f(cpu)` for each CPU in the set, in ascending order.
+    #[inline]
+    pub fn for_each(&self, mut f: impl FnMut(CpuId)) {
+        for (i, &word) in self.0.iter().enumerate() {
+            let mut w = word;
+            while w != 0 {
+                f((i * 64) as CpuId + w.trailing_zeros() as CpuId);
+                w &= w - 1;
+            }
+        }
+    }
+    /// The same set with every CPU `c` renamed to `perm[c]` (the checker's
+    /// symmetry reduction).
+    pub fn permuted(&self, perm: &[CpuId]) -> CpuSet {
+        let mut p = CpuSet(vec![0; self.0.len()]);
+        self.for_each(|c| p.set(perm[c as usize]));
+        p
+    }
 }
 
 /// A cache of other fields of the world (model machinery, nothing in the
@@ -744,7 +846,7 @@ impl World {
             tlb_flush_pending: 0,
             global_asid: 0,
             asid_transition: false,
-            running: Hint(CpuMask::new(n)),
+            running: Hint(CpuSet::new(n)),
         };
         Ok(World {
             cfg: cfg.into(),
@@ -799,7 +901,7 @@ impl World {
             tlb_flush_pending: 0,
             global_asid: 0,
             asid_transition: false,
-            running: Hint(CpuMask::new(self.cpus.len())),
+            running: Hint(CpuSet::new(self.cpus.len())),
         });
         self.next_ctx_id += 1;
         Ok(id)
@@ -1053,7 +1155,7 @@ impl World {
         // Bounded: every path yields after at most a handful of local moves.
         for _ in 0..256 {
             if top.is_none() && !self.tasks[t as usize].kstack.is_empty() {
-                top = self.tasks[t as usize].kstack.0.pop();
+                top = self.tasks[t as usize].kstack.frames.pop();
             }
             let flow = match &mut top {
                 Some(f) => f.step(self, cpu, t, fx),
@@ -1063,23 +1165,27 @@ impl World {
                 Flow::Continue => {}
                 Flow::Yield | Flow::Block => {
                     if let Some(f) = top {
-                        self.tasks[t as usize].kstack.0.push(f);
+                        self.tasks[t as usize].kstack.frames.push(f);
                     }
                     return;
                 }
                 Flow::Call(child) => {
-                    if let Some(f) = top.replace(Box::new(child)) {
-                        self.tasks[t as usize].kstack.0.push(f);
+                    let stack = &mut self.tasks[t as usize].kstack;
+                    let child = stack.boxed(child);
+                    if let Some(f) = top.replace(child) {
+                        stack.frames.push(f);
                     }
                 }
                 Flow::CallYield(child) => {
                     let stack = &mut self.tasks[t as usize].kstack;
-                    stack.0.extend(top);
+                    stack.frames.extend(top);
                     stack.push(child);
                     return;
                 }
                 Flow::Return => {
-                    top = None;
+                    if let Some(f) = top.take() {
+                        self.tasks[t as usize].kstack.recycle(f);
+                    }
                     if self.cpus[cpu as usize].curr != Some(t) {
                         return;
                     }

@@ -467,14 +467,16 @@ fn do_fault_around(
     let file = v.file.unwrap_or(0) as usize;
     let mut mapped = 0u32;
     let mut hit = false;
+    let cache = w.files.get(file).map_or(&[][..], |f| &f[..]);
+    let mem = &mut *w.mem;
     let mut a = from;
     while a < to {
         let idx = table_index(a, 1);
         let n = ((a - v.start) / PAGE_SIZE) as usize;
-        if let Some(&page) = w.files.get(file).and_then(|f| f.get(n)) {
-            if !pte::present(w.mem.read(table, idx).unwrap_or(0)) {
-                w.mem.get_page(page);
-                w.mem.write(
+        if let Some(&page) = cache.get(n) {
+            if !pte::present(mem.read(table, idx).unwrap_or(0)) {
+                mem.get_page(page);
+                mem.write(
                     table,
                     idx,
                     pte::make(page, pte::WRITE | pte::USER | pte::ACCESSED),
@@ -542,7 +544,8 @@ pub fn zap_pte_range(
 ) -> u64 {
     let next = ((addr / HPAGE_SIZE) + 1) * HPAGE_SIZE;
     let stop = next.min(end);
-    if let Some((pmd_table, pmd)) = crate::mm::gup::read_pmd(w, mm, addr) {
+    let pmd = crate::mm::gup::read_pmd(w, mm, addr);
+    if let Some((pmd_table, pmd)) = pmd {
         if pte::present(pmd) && pte::huge(pmd) {
             // zap_huge_pmd (whole 2 MiB only; a partial zap would split first).
             let region = addr & !(HPAGE_SIZE - 1);
@@ -566,7 +569,8 @@ pub fn zap_pte_range(
             return stop;
         }
     }
-    let Some(table) = pte_table(w, mm, addr) else {
+    // The PTE table (what `pte_table` would walk to again).
+    let Some(table) = pmd.and_then(|(_, e)| pte::present(e).then(|| pte::pfn(e))) else {
         return stop;
     };
     let mut cleared = 0u32;

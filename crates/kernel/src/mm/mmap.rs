@@ -2,7 +2,7 @@
 //! unmap path with `huge_pmd_unshare` (mm/hugetlb.c).
 
 use crate::effects::{Effects, Label};
-use crate::mm::memory::{pte_table, unmap_page_range_step};
+use crate::mm::memory::unmap_page_range_step;
 use crate::mm::mmu_gather::{
     tlb_end_vma, tlb_finish_mmu, tlb_finish_mmu_free, tlb_flush_mmu_free_task,
     tlb_flush_mmu_tlbonly, tlb_gather_mmu, tlb_remove_table_sync,
@@ -120,29 +120,7 @@ impl Munmap {
                     mmap_write_lock(w, mm, task, fx);
                     vma_start_write(w, mm, s, e, fx);
                 }
-                let vmas = &mut w.mms[mm as usize].vmas;
-                let mut kept = Vec::with_capacity(vmas.len() + 1);
-                for v in vmas.drain(..) {
-                    if v.end <= s || v.start >= e {
-                        kept.push(v);
-                        continue;
-                    }
-                    self.hugetlb |= v.hugetlb;
-                    if v.end < e {
-                        self.vma_ends.push(v.end);
-                    }
-                    if v.start < s {
-                        kept.push(Vma {
-                            end: s,
-                            ..v.clone()
-                        });
-                    }
-                    if v.end > e {
-                        kept.push(Vma { start: e, ..v });
-                    }
-                }
-                *vmas = kept;
-                self.vma_ends.sort_unstable();
+                self.detach_vmas(&mut w.mms[mm as usize].vmas);
                 if !self.fullmm {
                     // vms_complete_munmap_vmas: mmap_write_downgrade, then
                     // the page tables are zapped under the read lock.
@@ -210,6 +188,48 @@ impl Munmap {
 }
 
 impl Munmap {
+    /// mm/vma.c: `vms_gather_munmap_vmas`: the VMAs in `[start, end)` leave
+    /// the mm; one straddling an end is split (`__split_vma`) and keeps its
+    /// outer part. Records the ends inside the range and any hugetlb VMA.
+    fn detach_vmas(&mut self, vmas: &mut Vec<Vma>) {
+        let (s, e) = (self.start, self.end);
+        // A VMA holding the whole range splits in three: its upper part
+        // goes right after its lower one (`kept`: where that one lands).
+        let mut upper = None;
+        let mut kept = 0;
+        vmas.retain_mut(|v| {
+            let keep = if v.end <= s || v.start >= e {
+                true
+            } else {
+                self.hugetlb |= v.hugetlb;
+                if v.end < e {
+                    self.vma_ends.push(v.end);
+                }
+                if v.start < s && v.end > e {
+                    upper = Some((
+                        kept + 1,
+                        Vma {
+                            start: e,
+                            ..v.clone()
+                        },
+                    ));
+                }
+                if v.start < s {
+                    v.end = s;
+                } else if v.end > e {
+                    v.start = e;
+                }
+                v.start < s || v.end > e
+            };
+            kept += keep as usize;
+            keep
+        });
+        if let Some((i, v)) = upper {
+            vmas.insert(i, v);
+        }
+        self.vma_ends.sort_unstable();
+    }
+
     /// `unmap_vmas` → `unmap_single_vma`: zap one table's worth (up to the
     /// VMA's end), then flush mid-way if the batches are full
     /// (`zap_pte_range`'s `force_flush` → `tlb_flush_mmu`; the model checks
@@ -260,10 +280,13 @@ fn free_pgtables(w: &mut World, task: TaskId, start: u64, end: u64) -> bool {
             .iter()
             .any(|v| v.start < re && v.end > rs);
         if !used {
-            if let Some(t) = pte_table(w, mm, region) {
+            // The PTE table (`pte_table`'s walk) and the PMD table holding it.
+            let pmd = crate::mm::gup::read_pmd(w, mm, region)
+                .filter(|&(_, e)| pte::present(e) && !pte::huge(e));
+            if let Some((pmd_table, e)) = pmd {
+                let t = pte::pfn(e);
                 if w.mem.table_empty(t) {
-                    let pmd = pmd_table(w, mm, region);
-                    w.mem.write(pmd, table_index(region, 2), 0);
+                    w.mem.write(pmd_table, table_index(region, 2), 0);
                     w.tasks[task as usize].gather.remove_table(t, region);
                     any = true;
                 }
@@ -272,19 +295,6 @@ fn free_pgtables(w: &mut World, task: TaskId, start: u64, end: u64) -> bool {
         region = re;
     }
     any
-}
-
-/// The PMD table of `va` (which must exist).
-fn pmd_table(w: &World, mm: crate::MmId, va: u64) -> machine::Pfn {
-    let mut table = w.mms[mm as usize].pgd;
-    for level in [4u8, 3] {
-        table = pte::pfn(
-            w.mem
-                .read(table, table_index(va, level))
-                .expect("upper table present"),
-        );
-    }
-    table
 }
 
 /// The PUD table of `va` in `mm`, if the PGD entry exists.
@@ -367,4 +377,71 @@ pub fn unmap_hugepage_range(
     }
     w.tasks[task as usize].gather = tlb;
     stop
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `detach_vmas` (in place) leaves the VMAs, ends and hugetlb flag
+    /// that rebuilding the list would: every kind of overlap, including a
+    /// VMA split in three.
+    #[test]
+    fn detach_vmas_matches_a_rebuilt_list() {
+        let vma = |start, end, hugetlb| Vma {
+            start,
+            end,
+            writable: true,
+            hugetlb,
+            file: None,
+            vm_write_locked: false,
+            vm_readers: 0,
+            anon_vma_locked: false,
+        };
+        let layouts = [
+            vec![vma(0x1000, 0x3000, false), vma(0x5000, 0x8000, true)],
+            vec![vma(0x1000, 0x9000, false), vma(0xa000, 0xb000, false)],
+            vec![
+                vma(0x0, 0x2000, false),
+                vma(0x2000, 0x4000, false),
+                vma(0x4000, 0x6000, false),
+            ],
+        ];
+        for vmas in &layouts {
+            for s in (0..0xc000u64).step_by(0x1000) {
+                for e in (s + 0x1000..=0xc000).step_by(0x1000) {
+                    let mut m = Munmap::new(s, e - s);
+                    let mut got = vmas.clone();
+                    m.detach_vmas(&mut got);
+                    // The list rebuilt, VMA by VMA.
+                    let (mut kept, mut ends, mut huge) = (Vec::new(), Vec::new(), false);
+                    for v in vmas.iter().cloned() {
+                        if v.end <= s || v.start >= e {
+                            kept.push(v);
+                            continue;
+                        }
+                        huge |= v.hugetlb;
+                        if v.end < e {
+                            ends.push(v.end);
+                        }
+                        if v.start < s {
+                            kept.push(Vma {
+                                end: s,
+                                ..v.clone()
+                            });
+                        }
+                        if v.end > e {
+                            kept.push(Vma { start: e, ..v });
+                        }
+                    }
+                    ends.sort_unstable();
+                    assert_eq!(
+                        (got, m.vma_ends, m.hugetlb),
+                        (kept, ends, huge),
+                        "{s:#x}..{e:#x}"
+                    );
+                }
+            }
+        }
+    }
 }

@@ -161,7 +161,5 @@ fn wake_mm(w: &World, mm: MmId, fx: &mut Effects) {
         .cpus
         .iter()
         .all(|c| running.test(c.id) == c.curr.is_some_and(|t| w.tasks[t as usize].mm == mm)));
-    for c in running.iter() {
-        fx.wake(c);
-    }
+    running.for_each(|c| fx.wake(c));
 }
