@@ -31,10 +31,9 @@ const HUGE: u8 = 4;
 /// Marks a tag as a 2 MiB translation so it never aliases a 4 KiB one.
 const HUGE_TAG: u64 = 1 << 63;
 
-/// What an entry holds besides its tag (aligned to 32 bytes, a power of
-/// two, so that indexing is a shift).
+/// What an entry holds besides its tag; stored as four words
+/// ([`Info::pack`]), which are also what it hashes as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[repr(align(32))]
 struct Info {
     pfn: Pfn,
     /// Monitor-only: the address space the translation was filled for.
@@ -50,26 +49,89 @@ struct Info {
     flags: u8,
 }
 
-/// The translations, entry `i` being way `i % ways` of set `i / ways`, in
-/// two arrays: the tags, which a lookup compares side by side, and the
-/// rest, read on a match.
+/// Words of an entry's [`Info`].
+const INFO_WORDS: usize = 4;
+/// Words of a set's hint ([`Entries`]).
+const HINT_WORDS: usize = 2;
+
+impl Info {
+    /// The four words: `pfn | owner << 32`, `frame_gen | epoch << 32`,
+    /// `gepoch | lru << 32`, `asid | flags << 16`.
+    #[inline(always)]
+    fn pack(&self) -> [u64; INFO_WORDS] {
+        [
+            u64::from(self.pfn) | u64::from(self.owner) << 32,
+            u64::from(self.frame_gen) | u64::from(self.epoch) << 32,
+            u64::from(self.gepoch) | u64::from(self.lru) << 32,
+            u64::from(self.asid) | u64::from(self.flags) << 16,
+        ]
+    }
+
+    /// The info packed in `w` (see [`Info::pack`]).
+    #[inline(always)]
+    fn unpack(w: &[u64; INFO_WORDS]) -> Info {
+        Info {
+            pfn: w[0] as u32,
+            owner: (w[0] >> 32) as u32,
+            frame_gen: w[1] as u32,
+            epoch: (w[1] >> 32) as u32,
+            gepoch: w[2] as u32,
+            lru: (w[2] >> 32) as u32,
+            asid: w[3] as u16,
+            flags: (w[3] >> 16) as u8,
+        }
+    }
+}
+
+/// The translations, way `j` of set `s` being entry `s * ways + j`, in one
+/// array of words (one allocation: the checker copies a TLB at every step
+/// that changes it): each set's hint ([`SetHint`], two words), then each
+/// set's fingerprints, then the tags (which a lookup compares side by
+/// side), then each entry's [`Info`] (four words).
 ///
-/// The arrays stay empty (no memory) until the first fill: an empty array
-/// stands for `len` all-zero entries, which are empty ones, so the TLBs of
-/// CPUs that never run cost nothing. Compared and hashed as those entries.
+/// The array stays empty (no memory) until the first fill: an empty array
+/// stands for all-zero entries, which are empty ones, so the TLBs of CPUs
+/// that never run cost nothing. Compared and hashed as the entries (tags
+/// and infos; the fingerprints are a function of the tags and the hints
+/// are hints).
 #[derive(Clone, Debug)]
 struct Entries {
-    len: usize,
-    tag: Vec<u64>,
-    info: Vec<Info>,
+    sets: usize,
+    ways: usize,
     /// A byte of each tag ([`fingerprint`]), eight ways to a word and
     /// `fp_words` words to a set (way `j` in byte `j % 8` of the set's word
     /// `j / 8`): a lookup compares a set's ways eight at a time and reads
-    /// the tags of matching ways only. A function of `tag` (so neither
-    /// compared nor hashed), written with it.
-    fp: Vec<u64>,
+    /// the tags of matching ways only. Written with the tag.
     fp_words: usize,
+    /// Where the fingerprints, tags and infos start in `buf`.
+    fp_at: usize,
+    tag_at: usize,
+    info_at: usize,
+    buf: Vec<u64>,
 }
+
+/// What a TLB knows of one of its sets (a hint, as [`Hints`]), kept in
+/// the set's block of [`Entries`].
+#[derive(Clone, Copy, Debug)]
+struct SetHint {
+    /// `== Hints::flush_gen`: every way of the set holds a live
+    /// translation, so a fill there evicts the least recently used way (or
+    /// the one holding the same translation) without testing liveness.
+    /// Set by a fill that saw every other way live; dropped (0) when a
+    /// flush of one address clears an entry of the set.
+    live: u64,
+    /// With `live`, unless [`NO_ORDER`]: the ways from this one on, going
+    /// round, hold ascending LRU stamps, all below the next tick, so this
+    /// way is the least recently used. Set when a fill makes the set live
+    /// and the stamps ascend so (fills of an emptied set go way after way;
+    /// a flush of another ASID leaves them round as they were); moves on
+    /// when the fill replaces that way; lost on a hit in the set or
+    /// another fill.
+    oldest: u32,
+}
+
+/// [`SetHint::oldest`] not known.
+const NO_ORDER: u32 = u32::MAX;
 
 /// A byte of `tag`, from all its bits (the tags of a set share the bits
 /// that chose it).
@@ -87,45 +149,31 @@ fn zero_bytes(x: u64) -> u64 {
     !(((x & LOW7).wrapping_add(LOW7)) | x | LOW7)
 }
 
-/// The ways a set's fingerprints match (see [`Entries::candidates`]).
-struct Candidates<'a> {
-    fps: &'a [u64],
+/// The ways of a set whose fingerprint is a tag's (see
+/// [`Entries::candidates`]), read from the entries' words at each step (so
+/// that the caller may change the entries in between).
+struct Candidates {
+    /// The index of the set's first fingerprint word.
+    at: usize,
+    words: usize,
     pattern: u64,
-    /// The word of `fps` that `m` is of.
+    /// The word that `m` is of.
     word: usize,
     /// Bit 7 of each byte of word `word` that matched and is not yet taken.
     m: u64,
     ways: usize,
 }
 
-impl<'a> Candidates<'a> {
-    /// The ways of set `set` (of `ways`) whose fingerprint is `tag`'s, in
-    /// order: every way that holds `tag`, and a few others. None if the
-    /// arrays are not allocated (nothing was ever filled).
+impl Candidates {
+    /// The next candidate way, in order, `buf` being the entries' words.
     #[inline(always)]
-    fn new(fp: &'a [u64], words: usize, set: usize, ways: usize, tag: u64) -> Option<Self> {
-        let fps = fp.get(set * words..set * words + words)?;
-        let pattern = fingerprint(tag) * (u64::MAX / 255);
-        let m = zero_bytes(fps[0] ^ pattern);
-        Some(Candidates {
-            fps,
-            pattern,
-            word: 0,
-            m,
-            ways,
-        })
-    }
-}
-
-impl Iterator for Candidates<'_> {
-    type Item = usize;
-
-    #[inline(always)]
-    fn next(&mut self) -> Option<usize> {
+    fn next(&mut self, buf: &[u64]) -> Option<usize> {
         while self.m == 0 {
             self.word += 1;
-            let &w = self.fps.get(self.word)?;
-            self.m = zero_bytes(w ^ self.pattern);
+            if self.word >= self.words {
+                return None;
+            }
+            self.m = zero_bytes(buf[self.at + self.word] ^ self.pattern);
         }
         let j = self.word * 8 + (self.m.trailing_zeros() / 8) as usize;
         self.m &= self.m - 1;
@@ -136,49 +184,151 @@ impl Iterator for Candidates<'_> {
 
 impl Entries {
     fn new(sets: usize, ways: usize) -> Self {
+        let fp_words = ways.div_ceil(8);
+        let fp_at = sets * HINT_WORDS;
+        let tag_at = fp_at + sets * fp_words;
         Entries {
-            len: sets * ways,
-            tag: Vec::new(),
-            info: Vec::new(),
-            fp: Vec::new(),
-            fp_words: ways.div_ceil(8),
+            sets,
+            ways,
+            fp_words,
+            fp_at,
+            tag_at,
+            info_at: tag_at + sets * ways,
+            buf: Vec::new(),
         }
     }
 
-    /// The arrays, allocated (all zero; each fingerprint that of tag 0).
-    fn allocate(&mut self, sets: usize) {
-        self.tag = vec![0; self.len];
-        self.info = vec![Info::default(); self.len];
+    #[inline(always)]
+    fn allocated(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
+    /// The array, allocated (all entries zero, each fingerprint that of
+    /// tag 0; no set's order known).
+    fn allocate(&mut self) {
+        let n = self.sets * self.ways;
+        self.buf = vec![0; self.info_at + n * INFO_WORDS];
+        for h in self.buf[..self.fp_at].chunks_exact_mut(HINT_WORDS) {
+            h[1] = u64::from(NO_ORDER);
+        }
         let fp0 = fingerprint(0) * (u64::MAX / 255);
-        self.fp = vec![fp0; sets * self.fp_words];
+        self.buf[self.fp_at..self.tag_at].fill(fp0);
     }
 
-    /// The ways of set `set` (of `ways`) whose fingerprint is `tag`'s.
+    /// The index of the tag of way `j` of set `set`.
     #[inline(always)]
-    fn candidates(&self, set: usize, ways: usize, tag: u64) -> Option<Candidates<'_>> {
-        Candidates::new(&self.fp, self.fp_words, set, ways, tag)
+    fn tag_index(&self, set: usize, j: usize) -> usize {
+        self.tag_at + set * self.ways + j
     }
 
-    /// Write the tag of way `j` of set `set` (entry `i`).
+    /// The index of the info of way `j` of set `set`.
     #[inline(always)]
-    fn set_tag(&mut self, i: usize, set: usize, j: usize, tag: u64) {
-        self.tag[i] = tag;
-        let w = &mut self.fp[set * self.fp_words + j / 8];
+    fn info_index(&self, set: usize, j: usize) -> usize {
+        self.info_at + (set * self.ways + j) * INFO_WORDS
+    }
+
+    #[inline(always)]
+    fn tag(&self, set: usize, j: usize) -> u64 {
+        self.buf[self.tag_index(set, j)]
+    }
+
+    #[inline(always)]
+    fn info(&self, set: usize, j: usize) -> Info {
+        let i = self.info_index(set, j);
+        Info::unpack(self.buf[i..i + INFO_WORDS].try_into().unwrap())
+    }
+
+    /// The LRU stamp of way `j` of set `set`.
+    #[inline(always)]
+    fn lru(&self, set: usize, j: usize) -> u32 {
+        (self.buf[self.info_index(set, j) + 2] >> 32) as u32
+    }
+
+    #[inline(always)]
+    fn set_lru(&mut self, set: usize, j: usize, lru: u32) {
+        let i = self.info_index(set, j) + 2;
+        let w = &mut self.buf[i];
+        *w = (*w & u64::from(u32::MAX)) | u64::from(lru) << 32;
+    }
+
+    /// Clear the flags of way `j` of set `set` (the entry is invalid).
+    #[inline(always)]
+    fn invalidate(&mut self, set: usize, j: usize) {
+        let i = self.info_index(set, j) + 3;
+        let w = &mut self.buf[i];
+        *w &= !(0xff << 16);
+    }
+
+    /// Write way `j` of set `set`: its tag (and fingerprint) and info.
+    #[inline(always)]
+    fn set_entry(&mut self, set: usize, j: usize, tag: u64, info: &Info) {
+        let t = self.tag_index(set, j);
+        self.buf[t] = tag;
+        let w = &mut self.buf[self.fp_at + set * self.fp_words + j / 8];
         let shift = 8 * (j % 8);
         *w = (*w & !(0xff << shift)) | fingerprint(tag) << shift;
+        let i = self.info_index(set, j);
+        self.buf[i..i + INFO_WORDS].copy_from_slice(&info.pack());
+    }
+
+    #[inline(always)]
+    fn hint(&self, set: usize) -> SetHint {
+        let b = set * HINT_WORDS;
+        SetHint {
+            live: self.buf[b],
+            oldest: self.buf[b + 1] as u32,
+        }
+    }
+
+    #[inline(always)]
+    fn set_live(&mut self, set: usize, live: u64) {
+        self.buf[set * HINT_WORDS] = live;
+    }
+
+    #[inline(always)]
+    fn set_oldest(&mut self, set: usize, oldest: u32) {
+        self.buf[set * HINT_WORDS + 1] = u64::from(oldest);
+    }
+
+    /// The ways of set `set` whose fingerprint is `tag`'s, in order: every
+    /// way that holds `tag`, and a few others. None if the array is not
+    /// allocated (nothing was ever filled).
+    #[inline(always)]
+    fn candidates(&self, set: usize, tag: u64) -> Option<Candidates> {
+        let at = self.fp_at + set * self.fp_words;
+        let &w = self.buf.get(at)?;
+        let pattern = fingerprint(tag) * (u64::MAX / 255);
+        Some(Candidates {
+            at,
+            words: self.fp_words,
+            pattern,
+            word: 0,
+            m: zero_bytes(w ^ pattern),
+            ways: self.ways,
+        })
+    }
+
+    /// Every entry's tag and info words, in order (none if the array is
+    /// not allocated).
+    fn each(&self) -> impl Iterator<Item = (u64, &[u64])> {
+        let words = self.buf.get(self.tag_at..).unwrap_or_default();
+        let (tags, info) = words.split_at((self.info_at - self.tag_at).min(words.len()));
+        tags.iter().copied().zip(info.chunks_exact(INFO_WORDS))
     }
 
     /// Is every entry all zero?
     fn is_zero(&self) -> bool {
-        self.tag.iter().all(|&t| t == 0) && self.info.iter().all(|i| *i == Info::default())
+        self.each()
+            .all(|(t, i)| t == 0 && i.iter().all(|&w| w == 0))
     }
 }
 
 impl PartialEq for Entries {
     fn eq(&self, o: &Self) -> bool {
-        self.len == o.len
-            && match (self.tag.is_empty(), o.tag.is_empty()) {
-                (false, false) => self.tag == o.tag && self.info == o.info,
+        self.sets == o.sets
+            && self.ways == o.ways
+            && match (self.allocated(), o.allocated()) {
+                (true, true) => self.each().eq(o.each()),
                 _ => self.is_zero() && o.is_zero(),
             }
     }
@@ -187,22 +337,22 @@ impl Eq for Entries {}
 
 /// Hashes as the array of entries it replaced (`Vec<Entry>`, so that the
 /// checker's fingerprints did not change): the length, then each entry as
-/// five words, its fields packed (one hasher round per word, not per field).
+/// five words, its tag and info words.
 impl Hash for Entries {
     fn hash<H: Hasher>(&self, h: &mut H) {
-        h.write_usize(self.len);
-        if self.tag.is_empty() {
-            for _ in 0..self.len * 5 {
+        let len = self.sets * self.ways;
+        h.write_usize(len);
+        if !self.allocated() {
+            for _ in 0..len * 5 {
                 h.write_u64(0);
             }
             return;
         }
-        for (&tag, e) in self.tag.iter().zip(&self.info) {
+        for (tag, info) in self.each() {
             h.write_u64(tag);
-            h.write_u64(u64::from(e.pfn) | u64::from(e.owner) << 32);
-            h.write_u64(u64::from(e.frame_gen) | u64::from(e.epoch) << 32);
-            h.write_u64(u64::from(e.gepoch) | u64::from(e.lru) << 32);
-            h.write_u64(u64::from(e.asid) | u64::from(e.flags) << 16);
+            for &w in info {
+                h.write_u64(w);
+            }
         }
     }
 }
@@ -324,32 +474,7 @@ struct Hints {
     /// that is whenever live entries may have died all over the TLB, and
     /// when the LRU tick comes round to 0.
     flush_gen: u64,
-    /// What is known of each set (empty until the first fill, like the
-    /// entries).
-    sets: Vec<SetHint>,
 }
-
-/// What a TLB knows of one of its sets (a hint, as [`Hints`]).
-#[derive(Clone, Copy, Debug)]
-struct SetHint {
-    /// `== Hints::flush_gen`: every way of the set holds a live
-    /// translation, so a fill there evicts the least recently used way (or
-    /// the one holding the same translation) without testing liveness.
-    /// Set by a fill that saw every other way live; dropped (0) when a
-    /// flush of one address clears an entry of the set.
-    live: u64,
-    /// With `live`, unless [`NO_ORDER`]: the ways from this one on, going
-    /// round, hold ascending LRU stamps, all below the next tick, so this
-    /// way is the least recently used. Set when a fill makes the set live
-    /// and the stamps ascend so (fills of an emptied set go way after way;
-    /// a flush of another ASID leaves them round as they were); moves on
-    /// when the fill replaces that way; lost on a hit in the set or
-    /// another fill.
-    oldest: u32,
-}
-
-/// [`SetHint::oldest`] not known.
-const NO_ORDER: u32 = u32::MAX;
 
 impl Clone for Shared {
     fn clone(&self) -> Self {
@@ -412,7 +537,6 @@ impl Tlb {
                 hints: Hints {
                     tables: [0; 256],
                     flush_gen: 1,
-                    sets: Vec::new(),
                 },
             }),
         }
@@ -460,12 +584,12 @@ impl Tlb {
     /// Look `va` up for `asid`, 4 KiB first, then 2 MiB. Updates LRU.
     #[inline]
     pub fn lookup(&mut self, asid: u16, va: u64) -> Option<TlbHit> {
-        let Some((i, set)) = self.d().find(asid, va) else {
+        let Some((set, j)) = self.d().find(asid, va) else {
             self.missed = Some((asid, va >> crate::PAGE_SHIFT));
             return None;
         };
         let s = self.shared_mut();
-        Some(s.data.touch(&mut s.hints, i, set))
+        Some(s.data.touch(&mut s.hints, set, j))
     }
 
     /// Cache a translation (a TLB fill after a page walk).
@@ -565,8 +689,7 @@ impl Tlb {
         if self.may_hold(asid) {
             let s = self.shared_mut();
             for i in 0..n {
-                s.data
-                    .flush_leaf(&mut s.hints, start + i * stride, Some(asid));
+                s.data.flush_leaf(start + i * stride, Some(asid));
             }
         }
         if !leaf {
@@ -583,7 +706,7 @@ impl Tlb {
         // A TLB that never filled this ASID has no leaf entry to drop.
         if self.may_hold(asid) {
             let s = self.shared_mut();
-            s.data.flush_leaf(&mut s.hints, va, Some(asid))
+            s.data.flush_leaf(va, Some(asid))
         }
     }
 
@@ -591,7 +714,7 @@ impl Tlb {
     /// (RISC-V `sfence.vma va, x0`; kernel mappings are global).
     pub fn flush_va(&mut self, va: u64) {
         let s = self.shared_mut();
-        s.data.flush_leaf(&mut s.hints, va, None)
+        s.data.flush_leaf(va, None)
     }
 
     /// Drop every translation of `asid` (CR3 write with flush, INVPCID
@@ -689,13 +812,6 @@ impl TlbData {
         (h & self.set_mask) as usize
     }
 
-    /// The entries of set `s`.
-    #[inline]
-    fn ways_of(&self, s: usize) -> std::ops::Range<usize> {
-        let w = self.ways as usize;
-        s * w..s * w + w
-    }
-
     fn tag(va: u64, huge: bool) -> u64 {
         if huge {
             (va >> crate::HPAGE_SHIFT) | HUGE_TAG
@@ -705,7 +821,7 @@ impl TlbData {
     }
 
     /// The entry that translates `va` for `asid`, 4 KiB first, then 2 MiB
-    /// (the first way of the set that matches), and its set.
+    /// (the first way of the set that matches): its set and way.
     #[inline]
     fn find(&self, asid: u16, va: u64) -> Option<(usize, usize)> {
         let found = self.probe(asid, Self::tag(va, false));
@@ -715,17 +831,19 @@ impl TlbData {
         self.probe(asid, Self::tag(va, true))
     }
 
-    /// The first way of `tag`'s set that translates it for `asid`, and the set.
+    /// The set of `tag` and its first way that translates it for `asid`.
     #[inline(always)]
     fn probe(&self, asid: u16, tag: u64) -> Option<(usize, usize)> {
         let set = self.set_of(tag);
-        let (ways, first) = (self.ways as usize, set * self.ways as usize);
+        let e = &self.entries;
         // Mostly no way has the tag, nor its fingerprint.
-        for j in self.entries.candidates(set, ways, tag)? {
-            let i = first + j;
-            let e = &self.entries.info[i];
-            if self.entries.tag[i] == tag && e.asid == asid && self.live_at(e, self.epoch(asid)) {
-                return Some((i, set));
+        let mut candidates = e.candidates(set, tag)?;
+        while let Some(j) = candidates.next(&e.buf) {
+            if e.tag(set, j) == tag {
+                let i = e.info(set, j);
+                if i.asid == asid && self.live_at(&i, self.epoch(asid)) {
+                    return Some((set, j));
+                }
             }
         }
         None
@@ -742,13 +860,13 @@ impl TlbData {
         self.tick
     }
 
-    /// A hit on entry `i` of set `set`: it becomes the most recently used.
+    /// A hit on way `j` of set `set`: it becomes the most recently used.
     #[inline]
-    fn touch(&mut self, hints: &mut Hints, i: usize, set: usize) -> TlbHit {
+    fn touch(&mut self, hints: &mut Hints, set: usize, j: usize) -> TlbHit {
         let tick = self.next_tick(hints);
-        hints.sets[set].oldest = NO_ORDER;
-        let e = &mut self.entries.info[i];
-        e.lru = tick;
+        self.entries.set_oldest(set, NO_ORDER);
+        self.entries.set_lru(set, j, tick);
+        let e = self.entries.info(set, j);
         TlbHit {
             pfn: e.pfn,
             owner: e.owner,
@@ -763,17 +881,12 @@ impl TlbData {
     /// least recently used (the first of equals). `missed`: the ASID and
     /// tag of a lookup that missed since the last fill (see [`Tlb`]).
     fn fill(&mut self, hints: &mut Hints, asid: u16, va: u64, hit: TlbHit, missed: Missed) {
-        if self.entries.tag.is_empty() {
-            self.entries.allocate(self.set_mask as usize + 1);
-            let unknown = SetHint {
-                live: 0,
-                oldest: NO_ORDER,
-            };
-            hints.sets = vec![unknown; self.set_mask as usize + 1];
+        if !self.entries.allocated() {
+            self.entries.allocate();
         }
         let tag = Self::tag(va, hit.huge);
         let set = self.set_of(tag);
-        let victim = self.victim(hints, set, asid, tag, missed);
+        let way = self.victim(hints.flush_gen, set, asid, tag, missed);
         let mut flags = VALID;
         if hit.writable {
             flags |= WRITE;
@@ -782,57 +895,59 @@ impl TlbData {
             flags |= HUGE;
             self.any_huge = true;
         }
-        let lru = self.next_tick(hints);
-        let way = victim - set * self.ways as usize;
-        self.entries.set_tag(victim, set, way, tag);
-        self.entries.info[victim] = Info {
+        let info = Info {
             pfn: hit.pfn,
             owner: hit.owner,
             frame_gen: hit.frame_gen,
             epoch: self.epoch(asid),
             gepoch: self.gepoch,
-            lru,
+            lru: self.next_tick(hints),
             asid,
             flags,
         };
+        self.entries.set_entry(set, way, tag, &info);
     }
 
-    /// The entry a fill of `tag` for `asid` replaces (see [`TlbData::fill`]);
-    /// the set's hints are updated for the fill.
+    /// The way a fill of `tag` for `asid` replaces in set `set` (see
+    /// [`TlbData::fill`]); the set's hint is updated for the fill.
     #[inline(always)]
-    fn victim(&self, hints: &mut Hints, set: usize, asid: u16, tag: u64, missed: Missed) -> usize {
-        let first = self.ways_of(set).start;
-        let h = &mut hints.sets[set];
-        if h.live == hints.flush_gen {
+    fn victim(&mut self, flush_gen: u64, set: usize, asid: u16, tag: u64, missed: Missed) -> usize {
+        let h = self.entries.hint(set);
+        if h.live == flush_gen {
             // (A 2 MiB tag is never a missed 4 KiB one.)
             let missed = missed == Some((asid, tag));
-            let v = self.victim_in_live_set(set, asid, tag, missed, h.oldest);
-            h.oldest = if h.oldest == NO_ORDER || v != first + h.oldest as usize {
+            let v = if missed && h.oldest != NO_ORDER {
+                // (What `victim_in_live_set` answers, without the call.)
+                h.oldest as usize
+            } else {
+                self.victim_in_live_set(set, asid, tag, missed, h.oldest)
+            };
+            let oldest = if h.oldest == NO_ORDER || v != h.oldest as usize {
                 NO_ORDER
             } else if h.oldest + 1 == self.ways {
                 0
             } else {
                 h.oldest + 1
             };
+            self.entries.set_oldest(set, oldest);
             return v;
         }
         let (v, all_live) = self.victim_scan(set, asid, tag);
         if all_live {
-            h.live = hints.flush_gen;
-            h.oldest = self.oldest_after(set, v);
+            self.entries.set_live(set, flush_gen);
+            let oldest = self.oldest_after(set, v);
+            self.entries.set_oldest(set, oldest);
         }
         v
     }
 
-    /// The least recently used way of set `set` once entry `v` of it is
+    /// The least recently used way of set `set` once way `j` of it is
     /// filled (with the next tick) if the other ways' LRU stamps ascend,
-    /// all below the next tick, going round from the way after `v`'s: that
+    /// all below the next tick, going round from the way after `j`: that
     /// way. Else [`NO_ORDER`].
-    fn oldest_after(&self, set: usize, v: usize) -> u32 {
-        let ways = self.ways_of(set);
-        let info = &self.entries.info[ways.clone()];
-        let j = v - ways.start;
-        let others = info[j + 1..].iter().chain(&info[..j]).map(|e| e.lru);
+    fn oldest_after(&self, set: usize, j: usize) -> u32 {
+        let ways = self.ways as usize;
+        let others = (j + 1..ways).chain(0..j).map(|k| self.entries.lru(set, k));
         let mut prev = None;
         for l in others.chain([self.tick.wrapping_add(1)]) {
             if prev.is_some_and(|p| p >= l) {
@@ -840,44 +955,44 @@ impl TlbData {
             }
             prev = Some(l);
         }
-        ((j + 1) % info.len()) as u32
+        ((j + 1) % ways) as u32
     }
 
-    /// The victim in set `set` (see [`TlbData::fill`]), testing liveness;
-    /// and whether every other way of the set holds a live translation.
+    /// The victim way in set `set` (see [`TlbData::fill`]), testing
+    /// liveness; and whether every other way of the set holds a live
+    /// translation.
     #[inline(always)]
     fn victim_scan(&self, set: usize, asid: u16, tag: u64) -> (usize, bool) {
-        let ways = self.ways_of(set);
-        let (first, last) = (ways.start, ways.end - 1);
+        let last = self.ways as usize - 1;
+        let e = &self.entries;
         // Mostly the first way, when flushed, is the one filled again.
-        let e = &self.entries.info[first];
-        if e.flags & VALID == 0 || e.gepoch != self.gepoch {
-            return (first, first == last);
+        let i = e.info(set, 0);
+        if i.flags & VALID == 0 || i.gepoch != self.gepoch {
+            return (0, last == 0);
         }
         let own = self.epoch(asid);
-        let e = &self.entries;
-        let (tags, info) = (&e.tag[ways.clone()], &e.info[ways]);
-        let (mut victim, mut oldest) = (first, u32::MAX);
-        for (i, (&t, e)) in (first..).zip(tags.iter().zip(info)) {
-            let epoch = if e.asid == asid {
+        let (mut victim, mut oldest) = (0, u32::MAX);
+        for j in 0..=last {
+            let i = e.info(set, j);
+            let epoch = if i.asid == asid {
                 own
             } else {
-                self.epoch(e.asid)
+                self.epoch(i.asid)
             };
-            if !self.live_at(e, epoch) || (t == tag && e.asid == asid) {
+            if !self.live_at(&i, epoch) || (e.tag(set, j) == tag && i.asid == asid) {
                 // The ways before it were live.
-                return (i, i == last);
+                return (j, j == last);
             }
-            if e.lru < oldest {
-                (victim, oldest) = (i, e.lru);
+            if i.lru < oldest {
+                (victim, oldest) = (j, i.lru);
             }
         }
         (victim, true)
     }
 
-    /// The victim in set `set` when every way of it is live: the first way
-    /// that holds the same tag and ASID (none if `missed`), else the least
-    /// recently used (way `oldest` unless [`NO_ORDER`]).
+    /// The victim way in set `set` when every way of it is live: the first
+    /// way that holds the same tag and ASID (none if `missed`), else the
+    /// least recently used (way `oldest` unless [`NO_ORDER`]).
     #[inline]
     fn victim_in_live_set(
         &self,
@@ -887,29 +1002,26 @@ impl TlbData {
         missed: bool,
         oldest: u32,
     ) -> usize {
-        let ways = self.ways_of(set);
-        let first = ways.start;
+        let ways = self.ways as usize;
+        let e = &self.entries;
         if !missed {
-            let (tags, info) = (
-                &self.entries.tag[ways.clone()],
-                &self.entries.info[ways.clone()],
-            );
-            let same = |(&t, e): (&u64, &Info)| t == tag && e.asid == asid;
-            if let Some(j) = tags.iter().zip(info).position(same) {
-                return first + j;
+            let same = |&j: &usize| e.tag(set, j) == tag && e.info(set, j).asid == asid;
+            if let Some(j) = (0..ways).find(same) {
+                return j;
             }
         }
         if oldest != NO_ORDER {
-            return first + oldest as usize;
+            return oldest as usize;
         }
         let mut victim = 0;
         let mut min = u32::MAX;
-        for (j, &Info { lru: l, .. }) in self.entries.info[ways].iter().enumerate() {
+        for j in 0..ways {
+            let l = e.lru(set, j);
             if l < min {
                 (victim, min) = (j, l);
             }
         }
-        first + victim
+        victim
     }
 
     /// Look up the PTE table that maps `va`'s 2 MiB region, probing slot
@@ -992,24 +1104,22 @@ impl TlbData {
     /// under every ASID if None (RISC-V `sfence.vma va, x0`; kernel
     /// mappings are global). A set that lost an entry is no longer known
     /// to be all live.
-    fn flush_leaf(&mut self, hints: &mut Hints, va: u64, asid: Option<u16>) {
+    fn flush_leaf(&mut self, va: u64, asid: Option<u16>) {
         for huge in [false, true] {
             if huge && !self.any_huge {
                 break;
             }
             let tag = Self::tag(va, huge);
             let set = self.set_of(tag);
-            let (ways, first) = (self.ways as usize, set * self.ways as usize);
             let e = &mut self.entries;
             // None: nothing was ever filled.
-            let Some(candidates) = Candidates::new(&e.fp, e.fp_words, set, ways, tag) else {
+            let Some(mut candidates) = e.candidates(set, tag) else {
                 return;
             };
-            for j in candidates {
-                let info = &mut e.info[first + j];
-                if e.tag[first + j] == tag && asid.is_none_or(|a| info.asid == a) {
-                    info.flags = 0;
-                    hints.sets[set].live = 0;
+            while let Some(j) = candidates.next(&e.buf) {
+                if e.tag(set, j) == tag && asid.is_none_or(|a| e.info(set, j).asid == a) {
+                    e.invalidate(set, j);
+                    e.set_live(set, 0);
                 }
             }
         }
@@ -1018,7 +1128,10 @@ impl TlbData {
     /// Number of live translations of `asid` (for tests and reports).
     pub fn count(&self, asid: u16) -> usize {
         let epoch = self.epoch(asid);
-        let info = self.entries.info.iter();
+        let info = self
+            .entries
+            .each()
+            .map(|(_, w)| Info::unpack(w.try_into().unwrap()));
         info.filter(|e| e.asid == asid && self.live_at(e, epoch))
             .count()
     }
@@ -1267,7 +1380,8 @@ mod tests {
             );
         }
         assert_eq!(
-            t.s.hints.sets[0].oldest, 2,
+            t.d().entries.hint(0).oldest,
+            2,
             "pages 6, 7, 8, 9 in ways 2, 3, 0, 1"
         );
     }
