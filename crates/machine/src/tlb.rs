@@ -643,11 +643,13 @@ impl Tlb {
         // The slot holding this region and ASID would be overwritten with
         // the same entry: nothing to change (and nothing to unshare).
         let mru = *self.psc_mru.get_mut() as usize;
-        if self.d().psc.get(mru) == Some(&e) {
+        if self.d().psc().get(mru) == Some(&e) {
             return;
         }
         let s = self.shared_mut();
-        let (slot, gone) = TlbData::cache_insert(&mut s.data.psc, &mut s.data.psc_next, e);
+        let d = &mut s.data;
+        let psc = &mut d.caches[..d.psc_len];
+        let (slot, gone) = TlbData::cache_insert(psc, &mut d.psc_next, e);
         let left = s.hints.note_table(table, gone);
         self.note_table(table, gone, left);
         *self.psc_mru.get_mut() = slot as u32;
@@ -657,7 +659,9 @@ impl Tlb {
     pub fn pud_psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) {
         let s = self.shared_mut();
         let e = s.data.psc_entry(asid, va >> PUD_SHIFT, table, table_gen);
-        let (_, gone) = TlbData::cache_insert(&mut s.data.upper, &mut s.data.upper_next, e);
+        let d = &mut s.data;
+        let upper = &mut d.caches[d.psc_len..];
+        let (_, gone) = TlbData::cache_insert(upper, &mut d.upper_next, e);
         let left = s.hints.note_table(table, gone);
         self.note_table(table, gone, left);
     }
@@ -669,7 +673,7 @@ impl Tlb {
         if self.may_hold(asid) {
             self.flush_one_leaf(asid, va);
         }
-        TlbData::bump(&mut self.m().psc_epochs, asid);
+        self.m().bump(1, asid, 1);
     }
 
     /// [`Tlb::flush_one_leaf`] (if `leaf`) or [`Tlb::flush_one`] of every
@@ -694,9 +698,7 @@ impl Tlb {
         }
         if !leaf {
             // `n` bumps of the ASID's walk-cache epoch.
-            let v = &mut self.m().psc_epochs;
-            TlbData::bump(v, asid);
-            v[asid as usize] = v[asid as usize].wrapping_add((n - 1) as u32);
+            self.m().bump(1, asid, n as u32);
         }
     }
 
@@ -723,7 +725,7 @@ impl Tlb {
         // (After 2^32 flushes an epoch comes round again: old entries live.)
         self.missed = None;
         let s = self.shared_mut();
-        TlbData::bump(&mut s.data.epochs, asid);
+        s.data.bump(0, asid, 1);
         s.hints.flush_gen += 1;
     }
 
@@ -742,7 +744,7 @@ impl Tlb {
 }
 
 /// The contents of a TLB.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct TlbData {
     /// `sets - 1`; the number of sets is a power of two, as in hardware.
     set_mask: u64,
@@ -750,16 +752,45 @@ struct TlbData {
     /// Has any 2 MiB translation ever been cached? (Skips that probe if not.)
     any_huge: bool,
     entries: Entries,
-    psc: Vec<PscEntry>,
+    /// The paging-structure cache (PTE tables per 2 MiB region), its first
+    /// `psc_len` slots, then the PUD-entry cache (PMD tables per 1 GiB
+    /// region, same invalidation): one allocation.
+    caches: Vec<PscEntry>,
+    psc_len: usize,
     psc_next: u32,
-    /// PUD-entry cache: PMD tables per 1 GiB region (same invalidation as `psc`).
-    upper: Vec<PscEntry>,
     upper_next: u32,
-    epochs: Vec<u32>,
-    /// Per-ASID epoch of the paging-structure cache alone (INVLPG drops it).
-    psc_epochs: Vec<u32>,
+    /// `asid_epochs[a]`: the epoch of ASID `a`, and the epoch of its
+    /// paging-structure-cache entries alone (INVLPG drops them), in one
+    /// allocation. Two arrays of `epochs_len` and `psc_epochs_len` epochs
+    /// (compared and hashed as such): the epochs past an array's length
+    /// are 0.
+    asid_epochs: Vec<[u32; 2]>,
+    epochs_len: usize,
+    psc_epochs_len: usize,
     gepoch: u32,
     tick: u32,
+}
+
+/// Hashes as the fields it had (each cache and epoch array a `Vec` of
+/// its own), so that the checker's fingerprints did not change.
+impl Hash for TlbData {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        (self.set_mask, self.ways, self.any_huge).hash(h);
+        self.entries.hash(h);
+        (self.psc(), self.psc_next, self.upper(), self.upper_next).hash(h);
+        let (e, p) = (self.epochs_len, self.psc_epochs_len);
+        if e <= 8 && p <= 8 {
+            // (Mostly: the arrays gathered on the stack.)
+            let mut a = [[0u32; 8]; 2];
+            for (i, pair) in self.asid_epochs.iter().take(8).enumerate() {
+                (a[0][i], a[1][i]) = (pair[0], pair[1]);
+            }
+            (&a[0][..e], &a[1][..p], self.gepoch, self.tick).hash(h);
+        } else {
+            let (e, p) = (self.epoch_array(0), self.epoch_array(1));
+            (e, p, self.gepoch, self.tick).hash(h);
+        }
+    }
 }
 
 impl TlbData {
@@ -771,31 +802,64 @@ impl TlbData {
             ways,
             any_huge: false,
             entries: Entries::new(sets as usize, ways as usize),
-            psc: vec![PscEntry::default(); psc_entries.max(1) as usize],
+            caches: vec![PscEntry::default(); psc_entries.max(1) as usize + UPPER_ENTRIES],
+            psc_len: psc_entries.max(1) as usize,
             psc_next: 0,
-            upper: vec![PscEntry::default(); UPPER_ENTRIES],
             upper_next: 0,
-            epochs: vec![0; 8],
-            psc_epochs: vec![0; 8],
+            asid_epochs: vec![[0; 2]; 8],
+            epochs_len: 8,
+            psc_epochs_len: 8,
             gepoch: 1,
             tick: 0,
         }
     }
 
+    /// The paging-structure cache.
+    fn psc(&self) -> &[PscEntry] {
+        &self.caches[..self.psc_len]
+    }
+
+    /// The PUD-entry cache.
+    fn upper(&self) -> &[PscEntry] {
+        &self.caches[self.psc_len..]
+    }
+
+    /// The epochs of ASIDs (`k` 0) or of their paging-structure-cache
+    /// entries (`k` 1), as the array of them.
+    fn epoch_array(&self, k: usize) -> Vec<u32> {
+        let len = [self.epochs_len, self.psc_epochs_len][k];
+        let e = self
+            .asid_epochs
+            .iter()
+            .map(|p| p[k])
+            .chain(std::iter::repeat(0));
+        e.take(len).collect()
+    }
+
+    #[inline]
     fn epoch(&self, asid: u16) -> u32 {
-        self.epochs.get(asid as usize).copied().unwrap_or(0)
+        self.asid_epochs.get(asid as usize).map_or(0, |p| p[0])
     }
 
+    #[inline]
     fn psc_epoch(&self, asid: u16) -> u32 {
-        self.psc_epochs.get(asid as usize).copied().unwrap_or(0)
+        self.asid_epochs.get(asid as usize).map_or(0, |p| p[1])
     }
 
-    fn bump(v: &mut Vec<u32>, asid: u16) {
+    /// The epoch of `asid` (`k` 0) or of its paging-structure-cache
+    /// entries (`k` 1) moves on `n` times.
+    fn bump(&mut self, k: usize, asid: u16, n: u32) {
         let a = asid as usize;
-        if a >= v.len() {
-            v.resize(a + 1, 0);
+        if a >= self.asid_epochs.len() {
+            self.asid_epochs.resize(a + 1, [0; 2]);
         }
-        v[a] = v[a].wrapping_add(1);
+        let len = if k == 0 {
+            &mut self.epochs_len
+        } else {
+            &mut self.psc_epochs_len
+        };
+        *len = (*len).max(a + 1);
+        self.asid_epochs[a][k] = self.asid_epochs[a][k].wrapping_add(n);
     }
 
     /// Is this entry valid and filled since the last flush of its ASID and
@@ -1040,11 +1104,12 @@ impl TlbData {
         // At most one valid entry holds a region of an ASID (`cache_insert`
         // replaces it in place): a match in slot `mru` is the one a scan
         // finds.
-        let slot = match self.psc.get(mru).filter(hit) {
+        let psc = self.psc();
+        let slot = match psc.get(mru).filter(hit) {
             Some(_) => mru,
-            None => self.psc.iter().position(|p| hit(&p))?,
+            None => psc.iter().position(|p| hit(&p))?,
         };
-        let p = &self.psc[slot];
+        let p = &psc[slot];
         let found = PscHit {
             table: p.table,
             table_gen: p.table_gen,
@@ -1056,7 +1121,7 @@ impl TlbData {
     pub fn psc_holds(&self, asid: u16, table: Pfn) -> bool {
         let (epoch, pepoch) = (self.epoch(asid), self.psc_epoch(asid));
         // (The table first: it tells most entries apart.)
-        self.psc.iter().chain(&self.upper).any(|p| {
+        self.caches.iter().any(|p| {
             p.table == table
                 && p.valid
                 && p.asid == asid
@@ -1452,8 +1517,8 @@ mod tests {
         (d.set_mask, d.ways, d.any_huge).hash(&mut h);
         h.write_usize(8);
         (0..40).for_each(|_| h.write_u64(0));
-        (&d.psc, d.psc_next, &d.upper, d.upper_next).hash(&mut h);
-        (&d.epochs, &d.psc_epochs, d.gepoch, d.tick).hash(&mut h);
+        (d.psc(), d.psc_next, d.upper(), d.upper_next).hash(&mut h);
+        (d.epoch_array(0), d.epoch_array(1), d.gepoch, d.tick).hash(&mut h);
         let mut want = rustc_hash::FxHasher::default();
         want.write_u64(h.finish() | 1);
         assert_eq!(fp(&t), want.finish());
