@@ -660,7 +660,7 @@ impl Tlb {
         let s = self.shared_mut();
         let e = s.data.psc_entry(asid, va >> PUD_SHIFT, table, table_gen);
         let d = &mut s.data;
-        let upper = &mut d.caches[d.psc_len..];
+        let upper = &mut d.caches[d.psc_len..d.psc_len + UPPER_ENTRIES];
         let (_, gone) = TlbData::cache_insert(upper, &mut d.upper_next, e);
         let left = s.hints.note_table(table, gone);
         self.note_table(table, gone, left);
@@ -752,19 +752,20 @@ struct TlbData {
     /// Has any 2 MiB translation ever been cached? (Skips that probe if not.)
     any_huge: bool,
     entries: Entries,
-    /// The paging-structure cache (PTE tables per 2 MiB region), its first
-    /// `psc_len` slots, then the PUD-entry cache (PMD tables per 1 GiB
-    /// region, same invalidation): one allocation.
+    /// In one allocation (the checker copies a TLB at every step that
+    /// changes it): the paging-structure cache (PTE tables per 2 MiB
+    /// region), its first `psc_len` slots; then the PUD-entry cache (PMD
+    /// tables per 1 GiB region, same invalidation), [`UPPER_ENTRIES`]
+    /// slots; then a record per ASID `a` ([`TlbData::asid_epochs`]): the
+    /// epoch of `a` in `epoch`, and in `pepoch` the epoch of its
+    /// paging-structure-cache entries alone (INVLPG drops them).
     caches: Vec<PscEntry>,
     psc_len: usize,
     psc_next: u32,
     upper_next: u32,
-    /// `asid_epochs[a]`: the epoch of ASID `a`, and the epoch of its
-    /// paging-structure-cache entries alone (INVLPG drops them), in one
-    /// allocation. Two arrays of `epochs_len` and `psc_epochs_len` epochs
-    /// (compared and hashed as such): the epochs past an array's length
-    /// are 0.
-    asid_epochs: Vec<[u32; 2]>,
+    /// The ASID records are two arrays of `epochs_len` and
+    /// `psc_epochs_len` epochs (compared and hashed as such): the epochs
+    /// past an array's length are 0.
     epochs_len: usize,
     psc_epochs_len: usize,
     gepoch: u32,
@@ -782,8 +783,8 @@ impl Hash for TlbData {
         if e <= 8 && p <= 8 {
             // (Mostly: the arrays gathered on the stack.)
             let mut a = [[0u32; 8]; 2];
-            for (i, pair) in self.asid_epochs.iter().take(8).enumerate() {
-                (a[0][i], a[1][i]) = (pair[0], pair[1]);
+            for (i, r) in self.asid_epochs().iter().take(8).enumerate() {
+                (a[0][i], a[1][i]) = (r.epoch, r.pepoch);
             }
             (&a[0][..e], &a[1][..p], self.gepoch, self.tick).hash(h);
         } else {
@@ -802,11 +803,10 @@ impl TlbData {
             ways,
             any_huge: false,
             entries: Entries::new(sets as usize, ways as usize),
-            caches: vec![PscEntry::default(); psc_entries.max(1) as usize + UPPER_ENTRIES],
+            caches: vec![PscEntry::default(); psc_entries.max(1) as usize + UPPER_ENTRIES + 8],
             psc_len: psc_entries.max(1) as usize,
             psc_next: 0,
             upper_next: 0,
-            asid_epochs: vec![[0; 2]; 8],
             epochs_len: 8,
             psc_epochs_len: 8,
             gepoch: 1,
@@ -821,45 +821,61 @@ impl TlbData {
 
     /// The PUD-entry cache.
     fn upper(&self) -> &[PscEntry] {
-        &self.caches[self.psc_len..]
+        &self.caches[self.psc_len..self.psc_len + UPPER_ENTRIES]
+    }
+
+    /// Both caches.
+    fn psc_and_upper(&self) -> &[PscEntry] {
+        &self.caches[..self.psc_len + UPPER_ENTRIES]
+    }
+
+    /// The record of each ASID (see [`TlbData::caches`]): not a cache
+    /// entry (never valid); its epochs only.
+    fn asid_epochs(&self) -> &[PscEntry] {
+        &self.caches[self.psc_len + UPPER_ENTRIES..]
     }
 
     /// The epochs of ASIDs (`k` 0) or of their paging-structure-cache
     /// entries (`k` 1), as the array of them.
     fn epoch_array(&self, k: usize) -> Vec<u32> {
         let len = [self.epochs_len, self.psc_epochs_len][k];
-        let e = self
-            .asid_epochs
-            .iter()
-            .map(|p| p[k])
+        let e = self.asid_epochs().iter();
+        let e = e
+            .map(|r| [r.epoch, r.pepoch][k])
             .chain(std::iter::repeat(0));
         e.take(len).collect()
     }
 
     #[inline]
     fn epoch(&self, asid: u16) -> u32 {
-        self.asid_epochs.get(asid as usize).map_or(0, |p| p[0])
+        let i = self.psc_len + UPPER_ENTRIES + asid as usize;
+        self.caches.get(i).map_or(0, |r| r.epoch)
     }
 
+    /// The epoch of `asid` and that of its paging-structure-cache entries.
     #[inline]
-    fn psc_epoch(&self, asid: u16) -> u32 {
-        self.asid_epochs.get(asid as usize).map_or(0, |p| p[1])
+    fn epochs_of(&self, asid: u16) -> (u32, u32) {
+        let i = self.psc_len + UPPER_ENTRIES + asid as usize;
+        self.caches.get(i).map_or((0, 0), |r| (r.epoch, r.pepoch))
     }
 
     /// The epoch of `asid` (`k` 0) or of its paging-structure-cache
     /// entries (`k` 1) moves on `n` times.
     fn bump(&mut self, k: usize, asid: u16, n: u32) {
         let a = asid as usize;
-        if a >= self.asid_epochs.len() {
-            self.asid_epochs.resize(a + 1, [0; 2]);
+        let i = self.psc_len + UPPER_ENTRIES + a;
+        if i >= self.caches.len() {
+            self.caches.resize(i + 1, PscEntry::default());
         }
+        let r = &mut self.caches[i];
+        let e = if k == 0 { &mut r.epoch } else { &mut r.pepoch };
+        *e = e.wrapping_add(n);
         let len = if k == 0 {
             &mut self.epochs_len
         } else {
             &mut self.psc_epochs_len
         };
         *len = (*len).max(a + 1);
-        self.asid_epochs[a][k] = self.asid_epochs[a][k].wrapping_add(n);
     }
 
     /// Is this entry valid and filled since the last flush of its ASID and
@@ -1092,7 +1108,7 @@ impl TlbData {
     /// `mru` first; and its slot.
     pub fn psc_lookup(&self, mru: usize, asid: u16, va: u64) -> Option<(usize, PscHit)> {
         let region = va >> crate::HPAGE_SHIFT;
-        let (epoch, pepoch) = (self.epoch(asid), self.psc_epoch(asid));
+        let (epoch, pepoch) = self.epochs_of(asid);
         let hit = |p: &&PscEntry| {
             p.valid
                 && p.region == region
@@ -1119,9 +1135,9 @@ impl TlbData {
 
     /// Does the paging-structure cache hold a live pointer to `table` for `asid`?
     pub fn psc_holds(&self, asid: u16, table: Pfn) -> bool {
-        let (epoch, pepoch) = (self.epoch(asid), self.psc_epoch(asid));
+        let (epoch, pepoch) = self.epochs_of(asid);
         // (The table first: it tells most entries apart.)
-        self.caches.iter().any(|p| {
+        self.psc_and_upper().iter().any(|p| {
             p.table == table
                 && p.valid
                 && p.asid == asid
@@ -1151,8 +1167,7 @@ impl TlbData {
     }
 
     fn psc_entry(&self, asid: u16, region: u64, table: Pfn, table_gen: u32) -> PscEntry {
-        let epoch = self.epoch(asid);
-        let pepoch = self.psc_epoch(asid);
+        let (epoch, pepoch) = self.epochs_of(asid);
         PscEntry {
             region,
             table,
