@@ -24,6 +24,8 @@ use std::sync::Arc;
 const VALID: u8 = 1;
 /// Entries of the PUD-entry cache (a few, as in Intel's PDPTE cache).
 const UPPER_ENTRIES: usize = 4;
+/// ASIDs whose epochs a TLB keeps in itself (x86 has 6 dynamic PCIDs).
+const INLINE_ASIDS: usize = 8;
 /// 1 GiB regions: what one PUD entry maps.
 const PUD_SHIFT: u32 = 30;
 const WRITE: u8 = 2;
@@ -648,7 +650,8 @@ impl Tlb {
         }
         let s = self.shared_mut();
         let d = &mut s.data;
-        let psc = &mut d.caches[..d.psc_len];
+        let n = d.caches.len() - UPPER_ENTRIES;
+        let psc = &mut d.caches[..n];
         let (slot, gone) = TlbData::cache_insert(psc, &mut d.psc_next, e);
         let left = s.hints.note_table(table, gone);
         self.note_table(table, gone, left);
@@ -660,7 +663,8 @@ impl Tlb {
         let s = self.shared_mut();
         let e = s.data.psc_entry(asid, va >> PUD_SHIFT, table, table_gen);
         let d = &mut s.data;
-        let upper = &mut d.caches[d.psc_len..d.psc_len + UPPER_ENTRIES];
+        let n = d.caches.len() - UPPER_ENTRIES;
+        let upper = &mut d.caches[n..];
         let (_, gone) = TlbData::cache_insert(upper, &mut d.upper_next, e);
         let left = s.hints.note_table(table, gone);
         self.note_table(table, gone, left);
@@ -754,20 +758,23 @@ struct TlbData {
     entries: Entries,
     /// In one allocation (the checker copies a TLB at every step that
     /// changes it): the paging-structure cache (PTE tables per 2 MiB
-    /// region), its first `psc_len` slots; then the PUD-entry cache (PMD
+    /// region), all but the last [`UPPER_ENTRIES`] slots; then the PUD-entry cache (PMD
     /// tables per 1 GiB region, same invalidation), [`UPPER_ENTRIES`]
-    /// slots; then a record per ASID `a` ([`TlbData::asid_epochs`]): the
-    /// epoch of `a` in `epoch`, and in `pepoch` the epoch of its
-    /// paging-structure-cache entries alone (INVLPG drops them).
+    /// slots.
     caches: Vec<PscEntry>,
-    psc_len: usize,
     psc_next: u32,
     upper_next: u32,
-    /// The ASID records are two arrays of `epochs_len` and
-    /// `psc_epochs_len` epochs (compared and hashed as such): the epochs
-    /// past an array's length are 0.
-    epochs_len: usize,
-    psc_epochs_len: usize,
+    /// The epoch of each ASID below [`INLINE_ASIDS`] and that of its
+    /// paging-structure-cache entries alone (INVLPG drops them), kept
+    /// here (no allocation, no pointer to follow); `epochs_more` those of
+    /// the ASIDs after (see [`TlbData::epoch_array`]).
+    epochs_inline: [[u32; 2]; INLINE_ASIDS],
+    epochs_more: Vec<[u32; 2]>,
+    /// The epochs are two arrays of `epochs_len` and `psc_epochs_len`
+    /// epochs (compared and hashed as such): the epochs past an array's
+    /// length are 0.
+    epochs_len: u32,
+    psc_epochs_len: u32,
     gepoch: u32,
     tick: u32,
 }
@@ -779,12 +786,12 @@ impl Hash for TlbData {
         (self.set_mask, self.ways, self.any_huge).hash(h);
         self.entries.hash(h);
         (self.psc(), self.psc_next, self.upper(), self.upper_next).hash(h);
-        let (e, p) = (self.epochs_len, self.psc_epochs_len);
-        if e <= 8 && p <= 8 {
+        let (e, p) = (self.epochs_len as usize, self.psc_epochs_len as usize);
+        if e <= INLINE_ASIDS && p <= INLINE_ASIDS {
             // (Mostly: the arrays gathered on the stack.)
-            let mut a = [[0u32; 8]; 2];
-            for (i, r) in self.asid_epochs().iter().take(8).enumerate() {
-                (a[0][i], a[1][i]) = (r.epoch, r.pepoch);
+            let mut a = [[0u32; INLINE_ASIDS]; 2];
+            for (i, r) in self.epochs_inline.iter().enumerate() {
+                (a[0][i], a[1][i]) = (r[0], r[1]);
             }
             (&a[0][..e], &a[1][..p], self.gepoch, self.tick).hash(h);
         } else {
@@ -803,8 +810,9 @@ impl TlbData {
             ways,
             any_huge: false,
             entries: Entries::new(sets as usize, ways as usize),
-            caches: vec![PscEntry::default(); psc_entries.max(1) as usize + UPPER_ENTRIES + 8],
-            psc_len: psc_entries.max(1) as usize,
+            caches: vec![PscEntry::default(); psc_entries.max(1) as usize + UPPER_ENTRIES],
+            epochs_inline: [[0; 2]; INLINE_ASIDS],
+            epochs_more: Vec::new(),
             psc_next: 0,
             upper_next: 0,
             epochs_len: 8,
@@ -816,66 +824,68 @@ impl TlbData {
 
     /// The paging-structure cache.
     fn psc(&self) -> &[PscEntry] {
-        &self.caches[..self.psc_len]
+        &self.caches[..self.caches.len() - UPPER_ENTRIES]
     }
 
     /// The PUD-entry cache.
     fn upper(&self) -> &[PscEntry] {
-        &self.caches[self.psc_len..self.psc_len + UPPER_ENTRIES]
+        &self.caches[self.caches.len() - UPPER_ENTRIES..]
     }
 
     /// Both caches.
     fn psc_and_upper(&self) -> &[PscEntry] {
-        &self.caches[..self.psc_len + UPPER_ENTRIES]
-    }
-
-    /// The record of each ASID (see [`TlbData::caches`]): not a cache
-    /// entry (never valid); its epochs only.
-    fn asid_epochs(&self) -> &[PscEntry] {
-        &self.caches[self.psc_len + UPPER_ENTRIES..]
+        &self.caches
     }
 
     /// The epochs of ASIDs (`k` 0) or of their paging-structure-cache
     /// entries (`k` 1), as the array of them.
     fn epoch_array(&self, k: usize) -> Vec<u32> {
-        let len = [self.epochs_len, self.psc_epochs_len][k];
-        let e = self.asid_epochs().iter();
-        let e = e
-            .map(|r| [r.epoch, r.pepoch][k])
-            .chain(std::iter::repeat(0));
+        let len = [self.epochs_len, self.psc_epochs_len][k] as usize;
+        let e = self.epochs_inline.iter().chain(&self.epochs_more);
+        let e = e.map(|r| r[k]).chain(std::iter::repeat(0));
         e.take(len).collect()
     }
 
     #[inline]
     fn epoch(&self, asid: u16) -> u32 {
-        let i = self.psc_len + UPPER_ENTRIES + asid as usize;
-        self.caches.get(i).map_or(0, |r| r.epoch)
+        self.epochs_of(asid).0
     }
 
     /// The epoch of `asid` and that of its paging-structure-cache entries.
     #[inline]
     fn epochs_of(&self, asid: u16) -> (u32, u32) {
-        let i = self.psc_len + UPPER_ENTRIES + asid as usize;
-        self.caches.get(i).map_or((0, 0), |r| (r.epoch, r.pepoch))
+        let a = asid as usize;
+        let [e, p] = match self.epochs_inline.get(a) {
+            Some(&r) => r,
+            None => self
+                .epochs_more
+                .get(a - INLINE_ASIDS)
+                .copied()
+                .unwrap_or_default(),
+        };
+        (e, p)
     }
 
     /// The epoch of `asid` (`k` 0) or of its paging-structure-cache
     /// entries (`k` 1) moves on `n` times.
     fn bump(&mut self, k: usize, asid: u16, n: u32) {
         let a = asid as usize;
-        let i = self.psc_len + UPPER_ENTRIES + a;
-        if i >= self.caches.len() {
-            self.caches.resize(i + 1, PscEntry::default());
-        }
-        let r = &mut self.caches[i];
-        let e = if k == 0 { &mut r.epoch } else { &mut r.pepoch };
-        *e = e.wrapping_add(n);
+        let r = match a.checked_sub(INLINE_ASIDS) {
+            None => &mut self.epochs_inline[a],
+            Some(i) => {
+                if i >= self.epochs_more.len() {
+                    self.epochs_more.resize(i + 1, [0; 2]);
+                }
+                &mut self.epochs_more[i]
+            }
+        };
+        r[k] = r[k].wrapping_add(n);
         let len = if k == 0 {
             &mut self.epochs_len
         } else {
             &mut self.psc_epochs_len
         };
-        *len = (*len).max(a + 1);
+        *len = (*len).max(asid as u32 + 1);
     }
 
     /// Is this entry valid and filled since the last flush of its ASID and
@@ -1541,6 +1551,36 @@ mod tests {
         assert!(t == u && fp(&t) == fp(&u));
         u.fill(0, 0, hit(0));
         assert!(t != u && fp(&t) != fp(&u));
+    }
+
+    /// Epochs of ASIDs past those kept inline hash and compare as the two
+    /// epoch arrays they stand for.
+    #[test]
+    fn many_asids_hash_as_epoch_arrays() {
+        let mut t = Tlb::new(8, 2, 1);
+        t.flush_asid(20);
+        t.flush_one(11, 0);
+        t.flush_one(3, 0);
+        let d = t.d();
+        assert_eq!((d.epoch_array(0).len(), d.epoch_array(1).len()), (21, 12));
+        assert_eq!(
+            (d.epoch(20), d.epochs_of(11).1, d.epochs_of(3).1),
+            (1, 1, 1)
+        );
+        let mut h = rustc_hash::FxHasher::default();
+        (d.set_mask, d.ways, d.any_huge).hash(&mut h);
+        d.entries.hash(&mut h);
+        (d.psc(), d.psc_next, d.upper(), d.upper_next).hash(&mut h);
+        (d.epoch_array(0), d.epoch_array(1), d.gepoch, d.tick).hash(&mut h);
+        let mut g = rustc_hash::FxHasher::default();
+        d.hash(&mut g);
+        assert_eq!(h.finish(), g.finish());
+        let mut u = Tlb::new(8, 2, 1);
+        u.flush_one(3, 0);
+        u.flush_one(11, 0);
+        assert!(t != u);
+        u.flush_asid(20);
+        assert!(t == u);
     }
 
     /// The paging-structure cache answers the same whichever slot was used
