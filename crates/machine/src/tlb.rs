@@ -24,6 +24,8 @@ use std::sync::Arc;
 const VALID: u8 = 1;
 /// Entries of the PUD-entry cache (a few, as in Intel's PDPTE cache).
 const UPPER_ENTRIES: usize = 4;
+/// ASIDs whose epochs a TLB keeps in itself (x86 has 6 dynamic PCIDs).
+const INLINE_ASIDS: usize = 8;
 /// 1 GiB regions: what one PUD entry maps.
 const PUD_SHIFT: u32 = 30;
 const WRITE: u8 = 2;
@@ -31,10 +33,9 @@ const HUGE: u8 = 4;
 /// Marks a tag as a 2 MiB translation so it never aliases a 4 KiB one.
 const HUGE_TAG: u64 = 1 << 63;
 
-/// What an entry holds besides its tag (aligned to 32 bytes, a power of
-/// two, so that indexing is a shift).
+/// What an entry holds besides its tag; stored as four words
+/// ([`Info::pack`]), which are also what it hashes as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[repr(align(32))]
 struct Info {
     pfn: Pfn,
     /// Monitor-only: the address space the translation was filled for.
@@ -50,26 +51,89 @@ struct Info {
     flags: u8,
 }
 
-/// The translations, entry `i` being way `i % ways` of set `i / ways`, in
-/// two arrays: the tags, which a lookup compares side by side, and the
-/// rest, read on a match.
+/// Words of an entry's [`Info`].
+const INFO_WORDS: usize = 4;
+/// Words of a set's hint ([`Entries`]).
+const HINT_WORDS: usize = 2;
+
+impl Info {
+    /// The four words: `pfn | owner << 32`, `frame_gen | epoch << 32`,
+    /// `gepoch | lru << 32`, `asid | flags << 16`.
+    #[inline(always)]
+    fn pack(&self) -> [u64; INFO_WORDS] {
+        [
+            u64::from(self.pfn) | u64::from(self.owner) << 32,
+            u64::from(self.frame_gen) | u64::from(self.epoch) << 32,
+            u64::from(self.gepoch) | u64::from(self.lru) << 32,
+            u64::from(self.asid) | u64::from(self.flags) << 16,
+        ]
+    }
+
+    /// The info packed in `w` (see [`Info::pack`]).
+    #[inline(always)]
+    fn unpack(w: &[u64; INFO_WORDS]) -> Info {
+        Info {
+            pfn: w[0] as u32,
+            owner: (w[0] >> 32) as u32,
+            frame_gen: w[1] as u32,
+            epoch: (w[1] >> 32) as u32,
+            gepoch: w[2] as u32,
+            lru: (w[2] >> 32) as u32,
+            asid: w[3] as u16,
+            flags: (w[3] >> 16) as u8,
+        }
+    }
+}
+
+/// The translations, way `j` of set `s` being entry `s * ways + j`, in one
+/// array of words (one allocation: the checker copies a TLB at every step
+/// that changes it): each set's hint ([`SetHint`], two words), then each
+/// set's fingerprints, then the tags (which a lookup compares side by
+/// side), then each entry's [`Info`] (four words).
 ///
-/// The arrays stay empty (no memory) until the first fill: an empty array
-/// stands for `len` all-zero entries, which are empty ones, so the TLBs of
-/// CPUs that never run cost nothing. Compared and hashed as those entries.
+/// The array stays empty (no memory) until the first fill: an empty array
+/// stands for all-zero entries, which are empty ones, so the TLBs of CPUs
+/// that never run cost nothing. Compared and hashed as the entries (tags
+/// and infos; the fingerprints are a function of the tags and the hints
+/// are hints).
 #[derive(Clone, Debug)]
 struct Entries {
-    len: usize,
-    tag: Vec<u64>,
-    info: Vec<Info>,
+    sets: usize,
+    ways: usize,
     /// A byte of each tag ([`fingerprint`]), eight ways to a word and
     /// `fp_words` words to a set (way `j` in byte `j % 8` of the set's word
     /// `j / 8`): a lookup compares a set's ways eight at a time and reads
-    /// the tags of matching ways only. A function of `tag` (so neither
-    /// compared nor hashed), written with it.
-    fp: Vec<u64>,
+    /// the tags of matching ways only. Written with the tag.
     fp_words: usize,
+    /// Where the fingerprints, tags and infos start in `buf`.
+    fp_at: usize,
+    tag_at: usize,
+    info_at: usize,
+    buf: Vec<u64>,
 }
+
+/// What a TLB knows of one of its sets (a hint, as [`Hints`]), kept in
+/// the set's block of [`Entries`].
+#[derive(Clone, Copy, Debug)]
+struct SetHint {
+    /// `== Hints::flush_gen`: every way of the set holds a live
+    /// translation, so a fill there evicts the least recently used way (or
+    /// the one holding the same translation) without testing liveness.
+    /// Set by a fill that saw every other way live; dropped (0) when a
+    /// flush of one address clears an entry of the set.
+    live: u64,
+    /// With `live`, unless [`NO_ORDER`]: the ways from this one on, going
+    /// round, hold ascending LRU stamps, all below the next tick, so this
+    /// way is the least recently used. Set when a fill makes the set live
+    /// and the stamps ascend so (fills of an emptied set go way after way;
+    /// a flush of another ASID leaves them round as they were); moves on
+    /// when the fill replaces that way; lost on a hit in the set or
+    /// another fill.
+    oldest: u32,
+}
+
+/// [`SetHint::oldest`] not known.
+const NO_ORDER: u32 = u32::MAX;
 
 /// A byte of `tag`, from all its bits (the tags of a set share the bits
 /// that chose it).
@@ -87,45 +151,31 @@ fn zero_bytes(x: u64) -> u64 {
     !(((x & LOW7).wrapping_add(LOW7)) | x | LOW7)
 }
 
-/// The ways a set's fingerprints match (see [`Entries::candidates`]).
-struct Candidates<'a> {
-    fps: &'a [u64],
+/// The ways of a set whose fingerprint is a tag's (see
+/// [`Entries::candidates`]), read from the entries' words at each step (so
+/// that the caller may change the entries in between).
+struct Candidates {
+    /// The index of the set's first fingerprint word.
+    at: usize,
+    words: usize,
     pattern: u64,
-    /// The word of `fps` that `m` is of.
+    /// The word that `m` is of.
     word: usize,
     /// Bit 7 of each byte of word `word` that matched and is not yet taken.
     m: u64,
     ways: usize,
 }
 
-impl<'a> Candidates<'a> {
-    /// The ways of set `set` (of `ways`) whose fingerprint is `tag`'s, in
-    /// order: every way that holds `tag`, and a few others. None if the
-    /// arrays are not allocated (nothing was ever filled).
+impl Candidates {
+    /// The next candidate way, in order, `buf` being the entries' words.
     #[inline(always)]
-    fn new(fp: &'a [u64], words: usize, set: usize, ways: usize, tag: u64) -> Option<Self> {
-        let fps = fp.get(set * words..set * words + words)?;
-        let pattern = fingerprint(tag) * (u64::MAX / 255);
-        let m = zero_bytes(fps[0] ^ pattern);
-        Some(Candidates {
-            fps,
-            pattern,
-            word: 0,
-            m,
-            ways,
-        })
-    }
-}
-
-impl Iterator for Candidates<'_> {
-    type Item = usize;
-
-    #[inline(always)]
-    fn next(&mut self) -> Option<usize> {
+    fn next(&mut self, buf: &[u64]) -> Option<usize> {
         while self.m == 0 {
             self.word += 1;
-            let &w = self.fps.get(self.word)?;
-            self.m = zero_bytes(w ^ self.pattern);
+            if self.word >= self.words {
+                return None;
+            }
+            self.m = zero_bytes(buf[self.at + self.word] ^ self.pattern);
         }
         let j = self.word * 8 + (self.m.trailing_zeros() / 8) as usize;
         self.m &= self.m - 1;
@@ -136,49 +186,151 @@ impl Iterator for Candidates<'_> {
 
 impl Entries {
     fn new(sets: usize, ways: usize) -> Self {
+        let fp_words = ways.div_ceil(8);
+        let fp_at = sets * HINT_WORDS;
+        let tag_at = fp_at + sets * fp_words;
         Entries {
-            len: sets * ways,
-            tag: Vec::new(),
-            info: Vec::new(),
-            fp: Vec::new(),
-            fp_words: ways.div_ceil(8),
+            sets,
+            ways,
+            fp_words,
+            fp_at,
+            tag_at,
+            info_at: tag_at + sets * ways,
+            buf: Vec::new(),
         }
     }
 
-    /// The arrays, allocated (all zero; each fingerprint that of tag 0).
-    fn allocate(&mut self, sets: usize) {
-        self.tag = vec![0; self.len];
-        self.info = vec![Info::default(); self.len];
+    #[inline(always)]
+    fn allocated(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
+    /// The array, allocated (all entries zero, each fingerprint that of
+    /// tag 0; no set's order known).
+    fn allocate(&mut self) {
+        let n = self.sets * self.ways;
+        self.buf = vec![0; self.info_at + n * INFO_WORDS];
+        for h in self.buf[..self.fp_at].chunks_exact_mut(HINT_WORDS) {
+            h[1] = u64::from(NO_ORDER);
+        }
         let fp0 = fingerprint(0) * (u64::MAX / 255);
-        self.fp = vec![fp0; sets * self.fp_words];
+        self.buf[self.fp_at..self.tag_at].fill(fp0);
     }
 
-    /// The ways of set `set` (of `ways`) whose fingerprint is `tag`'s.
+    /// The index of the tag of way `j` of set `set`.
     #[inline(always)]
-    fn candidates(&self, set: usize, ways: usize, tag: u64) -> Option<Candidates<'_>> {
-        Candidates::new(&self.fp, self.fp_words, set, ways, tag)
+    fn tag_index(&self, set: usize, j: usize) -> usize {
+        self.tag_at + set * self.ways + j
     }
 
-    /// Write the tag of way `j` of set `set` (entry `i`).
+    /// The index of the info of way `j` of set `set`.
     #[inline(always)]
-    fn set_tag(&mut self, i: usize, set: usize, j: usize, tag: u64) {
-        self.tag[i] = tag;
-        let w = &mut self.fp[set * self.fp_words + j / 8];
+    fn info_index(&self, set: usize, j: usize) -> usize {
+        self.info_at + (set * self.ways + j) * INFO_WORDS
+    }
+
+    #[inline(always)]
+    fn tag(&self, set: usize, j: usize) -> u64 {
+        self.buf[self.tag_index(set, j)]
+    }
+
+    #[inline(always)]
+    fn info(&self, set: usize, j: usize) -> Info {
+        let i = self.info_index(set, j);
+        Info::unpack(self.buf[i..i + INFO_WORDS].try_into().unwrap())
+    }
+
+    /// The LRU stamp of way `j` of set `set`.
+    #[inline(always)]
+    fn lru(&self, set: usize, j: usize) -> u32 {
+        (self.buf[self.info_index(set, j) + 2] >> 32) as u32
+    }
+
+    #[inline(always)]
+    fn set_lru(&mut self, set: usize, j: usize, lru: u32) {
+        let i = self.info_index(set, j) + 2;
+        let w = &mut self.buf[i];
+        *w = (*w & u64::from(u32::MAX)) | u64::from(lru) << 32;
+    }
+
+    /// Clear the flags of way `j` of set `set` (the entry is invalid).
+    #[inline(always)]
+    fn invalidate(&mut self, set: usize, j: usize) {
+        let i = self.info_index(set, j) + 3;
+        let w = &mut self.buf[i];
+        *w &= !(0xff << 16);
+    }
+
+    /// Write way `j` of set `set`: its tag (and fingerprint) and info.
+    #[inline(always)]
+    fn set_entry(&mut self, set: usize, j: usize, tag: u64, info: &Info) {
+        let t = self.tag_index(set, j);
+        self.buf[t] = tag;
+        let w = &mut self.buf[self.fp_at + set * self.fp_words + j / 8];
         let shift = 8 * (j % 8);
         *w = (*w & !(0xff << shift)) | fingerprint(tag) << shift;
+        let i = self.info_index(set, j);
+        self.buf[i..i + INFO_WORDS].copy_from_slice(&info.pack());
+    }
+
+    #[inline(always)]
+    fn hint(&self, set: usize) -> SetHint {
+        let b = set * HINT_WORDS;
+        SetHint {
+            live: self.buf[b],
+            oldest: self.buf[b + 1] as u32,
+        }
+    }
+
+    #[inline(always)]
+    fn set_live(&mut self, set: usize, live: u64) {
+        self.buf[set * HINT_WORDS] = live;
+    }
+
+    #[inline(always)]
+    fn set_oldest(&mut self, set: usize, oldest: u32) {
+        self.buf[set * HINT_WORDS + 1] = u64::from(oldest);
+    }
+
+    /// The ways of set `set` whose fingerprint is `tag`'s, in order: every
+    /// way that holds `tag`, and a few others. None if the array is not
+    /// allocated (nothing was ever filled).
+    #[inline(always)]
+    fn candidates(&self, set: usize, tag: u64) -> Option<Candidates> {
+        let at = self.fp_at + set * self.fp_words;
+        let &w = self.buf.get(at)?;
+        let pattern = fingerprint(tag) * (u64::MAX / 255);
+        Some(Candidates {
+            at,
+            words: self.fp_words,
+            pattern,
+            word: 0,
+            m: zero_bytes(w ^ pattern),
+            ways: self.ways,
+        })
+    }
+
+    /// Every entry's tag and info words, in order (none if the array is
+    /// not allocated).
+    fn each(&self) -> impl Iterator<Item = (u64, &[u64])> {
+        let words = self.buf.get(self.tag_at..).unwrap_or_default();
+        let (tags, info) = words.split_at((self.info_at - self.tag_at).min(words.len()));
+        tags.iter().copied().zip(info.chunks_exact(INFO_WORDS))
     }
 
     /// Is every entry all zero?
     fn is_zero(&self) -> bool {
-        self.tag.iter().all(|&t| t == 0) && self.info.iter().all(|i| *i == Info::default())
+        self.each()
+            .all(|(t, i)| t == 0 && i.iter().all(|&w| w == 0))
     }
 }
 
 impl PartialEq for Entries {
     fn eq(&self, o: &Self) -> bool {
-        self.len == o.len
-            && match (self.tag.is_empty(), o.tag.is_empty()) {
-                (false, false) => self.tag == o.tag && self.info == o.info,
+        self.sets == o.sets
+            && self.ways == o.ways
+            && match (self.allocated(), o.allocated()) {
+                (true, true) => self.each().eq(o.each()),
                 _ => self.is_zero() && o.is_zero(),
             }
     }
@@ -187,22 +339,22 @@ impl Eq for Entries {}
 
 /// Hashes as the array of entries it replaced (`Vec<Entry>`, so that the
 /// checker's fingerprints did not change): the length, then each entry as
-/// five words, its fields packed (one hasher round per word, not per field).
+/// five words, its tag and info words.
 impl Hash for Entries {
     fn hash<H: Hasher>(&self, h: &mut H) {
-        h.write_usize(self.len);
-        if self.tag.is_empty() {
-            for _ in 0..self.len * 5 {
+        let len = self.sets * self.ways;
+        h.write_usize(len);
+        if !self.allocated() {
+            for _ in 0..len * 5 {
                 h.write_u64(0);
             }
             return;
         }
-        for (&tag, e) in self.tag.iter().zip(&self.info) {
+        for (tag, info) in self.each() {
             h.write_u64(tag);
-            h.write_u64(u64::from(e.pfn) | u64::from(e.owner) << 32);
-            h.write_u64(u64::from(e.frame_gen) | u64::from(e.epoch) << 32);
-            h.write_u64(u64::from(e.gepoch) | u64::from(e.lru) << 32);
-            h.write_u64(u64::from(e.asid) | u64::from(e.flags) << 16);
+            for &w in info {
+                h.write_u64(w);
+            }
         }
     }
 }
@@ -324,32 +476,7 @@ struct Hints {
     /// that is whenever live entries may have died all over the TLB, and
     /// when the LRU tick comes round to 0.
     flush_gen: u64,
-    /// What is known of each set (empty until the first fill, like the
-    /// entries).
-    sets: Vec<SetHint>,
 }
-
-/// What a TLB knows of one of its sets (a hint, as [`Hints`]).
-#[derive(Clone, Copy, Debug)]
-struct SetHint {
-    /// `== Hints::flush_gen`: every way of the set holds a live
-    /// translation, so a fill there evicts the least recently used way (or
-    /// the one holding the same translation) without testing liveness.
-    /// Set by a fill that saw every other way live; dropped (0) when a
-    /// flush of one address clears an entry of the set.
-    live: u64,
-    /// With `live`, unless [`NO_ORDER`]: the ways from this one on, going
-    /// round, hold ascending LRU stamps, all below the next tick, so this
-    /// way is the least recently used. Set when a fill makes the set live
-    /// and the stamps ascend so (fills of an emptied set go way after way;
-    /// a flush of another ASID leaves them round as they were); moves on
-    /// when the fill replaces that way; lost on a hit in the set or
-    /// another fill.
-    oldest: u32,
-}
-
-/// [`SetHint::oldest`] not known.
-const NO_ORDER: u32 = u32::MAX;
 
 impl Clone for Shared {
     fn clone(&self) -> Self {
@@ -412,7 +539,6 @@ impl Tlb {
                 hints: Hints {
                     tables: [0; 256],
                     flush_gen: 1,
-                    sets: Vec::new(),
                 },
             }),
         }
@@ -460,12 +586,12 @@ impl Tlb {
     /// Look `va` up for `asid`, 4 KiB first, then 2 MiB. Updates LRU.
     #[inline]
     pub fn lookup(&mut self, asid: u16, va: u64) -> Option<TlbHit> {
-        let Some((i, set)) = self.d().find(asid, va) else {
+        let Some((set, j)) = self.d().find(asid, va) else {
             self.missed = Some((asid, va >> crate::PAGE_SHIFT));
             return None;
         };
         let s = self.shared_mut();
-        Some(s.data.touch(&mut s.hints, i, set))
+        Some(s.data.touch(&mut s.hints, set, j))
     }
 
     /// Cache a translation (a TLB fill after a page walk).
@@ -519,11 +645,14 @@ impl Tlb {
         // The slot holding this region and ASID would be overwritten with
         // the same entry: nothing to change (and nothing to unshare).
         let mru = *self.psc_mru.get_mut() as usize;
-        if self.d().psc.get(mru) == Some(&e) {
+        if self.d().psc().get(mru) == Some(&e) {
             return;
         }
         let s = self.shared_mut();
-        let (slot, gone) = TlbData::cache_insert(&mut s.data.psc, &mut s.data.psc_next, e);
+        let d = &mut s.data;
+        let n = d.caches.len() - UPPER_ENTRIES;
+        let psc = &mut d.caches[..n];
+        let (slot, gone) = TlbData::cache_insert(psc, &mut d.psc_next, e);
         let left = s.hints.note_table(table, gone);
         self.note_table(table, gone, left);
         *self.psc_mru.get_mut() = slot as u32;
@@ -533,7 +662,10 @@ impl Tlb {
     pub fn pud_psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) {
         let s = self.shared_mut();
         let e = s.data.psc_entry(asid, va >> PUD_SHIFT, table, table_gen);
-        let (_, gone) = TlbData::cache_insert(&mut s.data.upper, &mut s.data.upper_next, e);
+        let d = &mut s.data;
+        let n = d.caches.len() - UPPER_ENTRIES;
+        let upper = &mut d.caches[n..];
+        let (_, gone) = TlbData::cache_insert(upper, &mut d.upper_next, e);
         let left = s.hints.note_table(table, gone);
         self.note_table(table, gone, left);
     }
@@ -545,7 +677,7 @@ impl Tlb {
         if self.may_hold(asid) {
             self.flush_one_leaf(asid, va);
         }
-        TlbData::bump(&mut self.m().psc_epochs, asid);
+        self.m().bump(1, asid, 1);
     }
 
     /// [`Tlb::flush_one_leaf`] (if `leaf`) or [`Tlb::flush_one`] of every
@@ -565,15 +697,12 @@ impl Tlb {
         if self.may_hold(asid) {
             let s = self.shared_mut();
             for i in 0..n {
-                s.data
-                    .flush_leaf(&mut s.hints, start + i * stride, Some(asid));
+                s.data.flush_leaf(start + i * stride, Some(asid));
             }
         }
         if !leaf {
             // `n` bumps of the ASID's walk-cache epoch.
-            let v = &mut self.m().psc_epochs;
-            TlbData::bump(v, asid);
-            v[asid as usize] = v[asid as usize].wrapping_add((n - 1) as u32);
+            self.m().bump(1, asid, n as u32);
         }
     }
 
@@ -583,7 +712,7 @@ impl Tlb {
         // A TLB that never filled this ASID has no leaf entry to drop.
         if self.may_hold(asid) {
             let s = self.shared_mut();
-            s.data.flush_leaf(&mut s.hints, va, Some(asid))
+            s.data.flush_leaf(va, Some(asid))
         }
     }
 
@@ -591,7 +720,7 @@ impl Tlb {
     /// (RISC-V `sfence.vma va, x0`; kernel mappings are global).
     pub fn flush_va(&mut self, va: u64) {
         let s = self.shared_mut();
-        s.data.flush_leaf(&mut s.hints, va, None)
+        s.data.flush_leaf(va, None)
     }
 
     /// Drop every translation of `asid` (CR3 write with flush, INVPCID
@@ -600,7 +729,7 @@ impl Tlb {
         // (After 2^32 flushes an epoch comes round again: old entries live.)
         self.missed = None;
         let s = self.shared_mut();
-        TlbData::bump(&mut s.data.epochs, asid);
+        s.data.bump(0, asid, 1);
         s.hints.flush_gen += 1;
     }
 
@@ -619,7 +748,7 @@ impl Tlb {
 }
 
 /// The contents of a TLB.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct TlbData {
     /// `sets - 1`; the number of sets is a power of two, as in hardware.
     set_mask: u64,
@@ -627,16 +756,49 @@ struct TlbData {
     /// Has any 2 MiB translation ever been cached? (Skips that probe if not.)
     any_huge: bool,
     entries: Entries,
-    psc: Vec<PscEntry>,
+    /// In one allocation (the checker copies a TLB at every step that
+    /// changes it): the paging-structure cache (PTE tables per 2 MiB
+    /// region), all but the last [`UPPER_ENTRIES`] slots; then the PUD-entry cache (PMD
+    /// tables per 1 GiB region, same invalidation), [`UPPER_ENTRIES`]
+    /// slots.
+    caches: Vec<PscEntry>,
     psc_next: u32,
-    /// PUD-entry cache: PMD tables per 1 GiB region (same invalidation as `psc`).
-    upper: Vec<PscEntry>,
     upper_next: u32,
-    epochs: Vec<u32>,
-    /// Per-ASID epoch of the paging-structure cache alone (INVLPG drops it).
-    psc_epochs: Vec<u32>,
+    /// The epoch of each ASID below [`INLINE_ASIDS`] and that of its
+    /// paging-structure-cache entries alone (INVLPG drops them), kept
+    /// here (no allocation, no pointer to follow); `epochs_more` those of
+    /// the ASIDs after (see [`TlbData::epoch_array`]).
+    epochs_inline: [[u32; 2]; INLINE_ASIDS],
+    epochs_more: Vec<[u32; 2]>,
+    /// The epochs are two arrays of `epochs_len` and `psc_epochs_len`
+    /// epochs (compared and hashed as such): the epochs past an array's
+    /// length are 0.
+    epochs_len: u32,
+    psc_epochs_len: u32,
     gepoch: u32,
     tick: u32,
+}
+
+/// Hashes as the fields it had (each cache and epoch array a `Vec` of
+/// its own), so that the checker's fingerprints did not change.
+impl Hash for TlbData {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        (self.set_mask, self.ways, self.any_huge).hash(h);
+        self.entries.hash(h);
+        (self.psc(), self.psc_next, self.upper(), self.upper_next).hash(h);
+        let (e, p) = (self.epochs_len as usize, self.psc_epochs_len as usize);
+        if e <= INLINE_ASIDS && p <= INLINE_ASIDS {
+            // (Mostly: the arrays gathered on the stack.)
+            let mut a = [[0u32; INLINE_ASIDS]; 2];
+            for (i, r) in self.epochs_inline.iter().enumerate() {
+                (a[0][i], a[1][i]) = (r[0], r[1]);
+            }
+            (&a[0][..e], &a[1][..p], self.gepoch, self.tick).hash(h);
+        } else {
+            let (e, p) = (self.epoch_array(0), self.epoch_array(1));
+            (e, p, self.gepoch, self.tick).hash(h);
+        }
+    }
 }
 
 impl TlbData {
@@ -648,31 +810,82 @@ impl TlbData {
             ways,
             any_huge: false,
             entries: Entries::new(sets as usize, ways as usize),
-            psc: vec![PscEntry::default(); psc_entries.max(1) as usize],
+            caches: vec![PscEntry::default(); psc_entries.max(1) as usize + UPPER_ENTRIES],
+            epochs_inline: [[0; 2]; INLINE_ASIDS],
+            epochs_more: Vec::new(),
             psc_next: 0,
-            upper: vec![PscEntry::default(); UPPER_ENTRIES],
             upper_next: 0,
-            epochs: vec![0; 8],
-            psc_epochs: vec![0; 8],
+            epochs_len: 8,
+            psc_epochs_len: 8,
             gepoch: 1,
             tick: 0,
         }
     }
 
+    /// The paging-structure cache.
+    fn psc(&self) -> &[PscEntry] {
+        &self.caches[..self.caches.len() - UPPER_ENTRIES]
+    }
+
+    /// The PUD-entry cache.
+    fn upper(&self) -> &[PscEntry] {
+        &self.caches[self.caches.len() - UPPER_ENTRIES..]
+    }
+
+    /// Both caches.
+    fn psc_and_upper(&self) -> &[PscEntry] {
+        &self.caches
+    }
+
+    /// The epochs of ASIDs (`k` 0) or of their paging-structure-cache
+    /// entries (`k` 1), as the array of them.
+    fn epoch_array(&self, k: usize) -> Vec<u32> {
+        let len = [self.epochs_len, self.psc_epochs_len][k] as usize;
+        let e = self.epochs_inline.iter().chain(&self.epochs_more);
+        let e = e.map(|r| r[k]).chain(std::iter::repeat(0));
+        e.take(len).collect()
+    }
+
+    #[inline]
     fn epoch(&self, asid: u16) -> u32 {
-        self.epochs.get(asid as usize).copied().unwrap_or(0)
+        self.epochs_of(asid).0
     }
 
-    fn psc_epoch(&self, asid: u16) -> u32 {
-        self.psc_epochs.get(asid as usize).copied().unwrap_or(0)
-    }
-
-    fn bump(v: &mut Vec<u32>, asid: u16) {
+    /// The epoch of `asid` and that of its paging-structure-cache entries.
+    #[inline]
+    fn epochs_of(&self, asid: u16) -> (u32, u32) {
         let a = asid as usize;
-        if a >= v.len() {
-            v.resize(a + 1, 0);
-        }
-        v[a] = v[a].wrapping_add(1);
+        let [e, p] = match self.epochs_inline.get(a) {
+            Some(&r) => r,
+            None => self
+                .epochs_more
+                .get(a - INLINE_ASIDS)
+                .copied()
+                .unwrap_or_default(),
+        };
+        (e, p)
+    }
+
+    /// The epoch of `asid` (`k` 0) or of its paging-structure-cache
+    /// entries (`k` 1) moves on `n` times.
+    fn bump(&mut self, k: usize, asid: u16, n: u32) {
+        let a = asid as usize;
+        let r = match a.checked_sub(INLINE_ASIDS) {
+            None => &mut self.epochs_inline[a],
+            Some(i) => {
+                if i >= self.epochs_more.len() {
+                    self.epochs_more.resize(i + 1, [0; 2]);
+                }
+                &mut self.epochs_more[i]
+            }
+        };
+        r[k] = r[k].wrapping_add(n);
+        let len = if k == 0 {
+            &mut self.epochs_len
+        } else {
+            &mut self.psc_epochs_len
+        };
+        *len = (*len).max(asid as u32 + 1);
     }
 
     /// Is this entry valid and filled since the last flush of its ASID and
@@ -689,13 +902,6 @@ impl TlbData {
         (h & self.set_mask) as usize
     }
 
-    /// The entries of set `s`.
-    #[inline]
-    fn ways_of(&self, s: usize) -> std::ops::Range<usize> {
-        let w = self.ways as usize;
-        s * w..s * w + w
-    }
-
     fn tag(va: u64, huge: bool) -> u64 {
         if huge {
             (va >> crate::HPAGE_SHIFT) | HUGE_TAG
@@ -705,7 +911,7 @@ impl TlbData {
     }
 
     /// The entry that translates `va` for `asid`, 4 KiB first, then 2 MiB
-    /// (the first way of the set that matches), and its set.
+    /// (the first way of the set that matches): its set and way.
     #[inline]
     fn find(&self, asid: u16, va: u64) -> Option<(usize, usize)> {
         let found = self.probe(asid, Self::tag(va, false));
@@ -715,17 +921,19 @@ impl TlbData {
         self.probe(asid, Self::tag(va, true))
     }
 
-    /// The first way of `tag`'s set that translates it for `asid`, and the set.
+    /// The set of `tag` and its first way that translates it for `asid`.
     #[inline(always)]
     fn probe(&self, asid: u16, tag: u64) -> Option<(usize, usize)> {
         let set = self.set_of(tag);
-        let (ways, first) = (self.ways as usize, set * self.ways as usize);
+        let e = &self.entries;
         // Mostly no way has the tag, nor its fingerprint.
-        for j in self.entries.candidates(set, ways, tag)? {
-            let i = first + j;
-            let e = &self.entries.info[i];
-            if self.entries.tag[i] == tag && e.asid == asid && self.live_at(e, self.epoch(asid)) {
-                return Some((i, set));
+        let mut candidates = e.candidates(set, tag)?;
+        while let Some(j) = candidates.next(&e.buf) {
+            if e.tag(set, j) == tag {
+                let i = e.info(set, j);
+                if i.asid == asid && self.live_at(&i, self.epoch(asid)) {
+                    return Some((set, j));
+                }
             }
         }
         None
@@ -742,13 +950,13 @@ impl TlbData {
         self.tick
     }
 
-    /// A hit on entry `i` of set `set`: it becomes the most recently used.
+    /// A hit on way `j` of set `set`: it becomes the most recently used.
     #[inline]
-    fn touch(&mut self, hints: &mut Hints, i: usize, set: usize) -> TlbHit {
+    fn touch(&mut self, hints: &mut Hints, set: usize, j: usize) -> TlbHit {
         let tick = self.next_tick(hints);
-        hints.sets[set].oldest = NO_ORDER;
-        let e = &mut self.entries.info[i];
-        e.lru = tick;
+        self.entries.set_oldest(set, NO_ORDER);
+        self.entries.set_lru(set, j, tick);
+        let e = self.entries.info(set, j);
         TlbHit {
             pfn: e.pfn,
             owner: e.owner,
@@ -763,17 +971,12 @@ impl TlbData {
     /// least recently used (the first of equals). `missed`: the ASID and
     /// tag of a lookup that missed since the last fill (see [`Tlb`]).
     fn fill(&mut self, hints: &mut Hints, asid: u16, va: u64, hit: TlbHit, missed: Missed) {
-        if self.entries.tag.is_empty() {
-            self.entries.allocate(self.set_mask as usize + 1);
-            let unknown = SetHint {
-                live: 0,
-                oldest: NO_ORDER,
-            };
-            hints.sets = vec![unknown; self.set_mask as usize + 1];
+        if !self.entries.allocated() {
+            self.entries.allocate();
         }
         let tag = Self::tag(va, hit.huge);
         let set = self.set_of(tag);
-        let victim = self.victim(hints, set, asid, tag, missed);
+        let way = self.victim(hints.flush_gen, set, asid, tag, missed);
         let mut flags = VALID;
         if hit.writable {
             flags |= WRITE;
@@ -782,57 +985,59 @@ impl TlbData {
             flags |= HUGE;
             self.any_huge = true;
         }
-        let lru = self.next_tick(hints);
-        let way = victim - set * self.ways as usize;
-        self.entries.set_tag(victim, set, way, tag);
-        self.entries.info[victim] = Info {
+        let info = Info {
             pfn: hit.pfn,
             owner: hit.owner,
             frame_gen: hit.frame_gen,
             epoch: self.epoch(asid),
             gepoch: self.gepoch,
-            lru,
+            lru: self.next_tick(hints),
             asid,
             flags,
         };
+        self.entries.set_entry(set, way, tag, &info);
     }
 
-    /// The entry a fill of `tag` for `asid` replaces (see [`TlbData::fill`]);
-    /// the set's hints are updated for the fill.
+    /// The way a fill of `tag` for `asid` replaces in set `set` (see
+    /// [`TlbData::fill`]); the set's hint is updated for the fill.
     #[inline(always)]
-    fn victim(&self, hints: &mut Hints, set: usize, asid: u16, tag: u64, missed: Missed) -> usize {
-        let first = self.ways_of(set).start;
-        let h = &mut hints.sets[set];
-        if h.live == hints.flush_gen {
+    fn victim(&mut self, flush_gen: u64, set: usize, asid: u16, tag: u64, missed: Missed) -> usize {
+        let h = self.entries.hint(set);
+        if h.live == flush_gen {
             // (A 2 MiB tag is never a missed 4 KiB one.)
             let missed = missed == Some((asid, tag));
-            let v = self.victim_in_live_set(set, asid, tag, missed, h.oldest);
-            h.oldest = if h.oldest == NO_ORDER || v != first + h.oldest as usize {
+            let v = if missed && h.oldest != NO_ORDER {
+                // (What `victim_in_live_set` answers, without the call.)
+                h.oldest as usize
+            } else {
+                self.victim_in_live_set(set, asid, tag, missed, h.oldest)
+            };
+            let oldest = if h.oldest == NO_ORDER || v != h.oldest as usize {
                 NO_ORDER
             } else if h.oldest + 1 == self.ways {
                 0
             } else {
                 h.oldest + 1
             };
+            self.entries.set_oldest(set, oldest);
             return v;
         }
         let (v, all_live) = self.victim_scan(set, asid, tag);
         if all_live {
-            h.live = hints.flush_gen;
-            h.oldest = self.oldest_after(set, v);
+            self.entries.set_live(set, flush_gen);
+            let oldest = self.oldest_after(set, v);
+            self.entries.set_oldest(set, oldest);
         }
         v
     }
 
-    /// The least recently used way of set `set` once entry `v` of it is
+    /// The least recently used way of set `set` once way `j` of it is
     /// filled (with the next tick) if the other ways' LRU stamps ascend,
-    /// all below the next tick, going round from the way after `v`'s: that
+    /// all below the next tick, going round from the way after `j`: that
     /// way. Else [`NO_ORDER`].
-    fn oldest_after(&self, set: usize, v: usize) -> u32 {
-        let ways = self.ways_of(set);
-        let info = &self.entries.info[ways.clone()];
-        let j = v - ways.start;
-        let others = info[j + 1..].iter().chain(&info[..j]).map(|e| e.lru);
+    fn oldest_after(&self, set: usize, j: usize) -> u32 {
+        let ways = self.ways as usize;
+        let others = (j + 1..ways).chain(0..j).map(|k| self.entries.lru(set, k));
         let mut prev = None;
         for l in others.chain([self.tick.wrapping_add(1)]) {
             if prev.is_some_and(|p| p >= l) {
@@ -840,44 +1045,44 @@ impl TlbData {
             }
             prev = Some(l);
         }
-        ((j + 1) % info.len()) as u32
+        ((j + 1) % ways) as u32
     }
 
-    /// The victim in set `set` (see [`TlbData::fill`]), testing liveness;
-    /// and whether every other way of the set holds a live translation.
+    /// The victim way in set `set` (see [`TlbData::fill`]), testing
+    /// liveness; and whether every other way of the set holds a live
+    /// translation.
     #[inline(always)]
     fn victim_scan(&self, set: usize, asid: u16, tag: u64) -> (usize, bool) {
-        let ways = self.ways_of(set);
-        let (first, last) = (ways.start, ways.end - 1);
+        let last = self.ways as usize - 1;
+        let e = &self.entries;
         // Mostly the first way, when flushed, is the one filled again.
-        let e = &self.entries.info[first];
-        if e.flags & VALID == 0 || e.gepoch != self.gepoch {
-            return (first, first == last);
+        let i = e.info(set, 0);
+        if i.flags & VALID == 0 || i.gepoch != self.gepoch {
+            return (0, last == 0);
         }
         let own = self.epoch(asid);
-        let e = &self.entries;
-        let (tags, info) = (&e.tag[ways.clone()], &e.info[ways]);
-        let (mut victim, mut oldest) = (first, u32::MAX);
-        for (i, (&t, e)) in (first..).zip(tags.iter().zip(info)) {
-            let epoch = if e.asid == asid {
+        let (mut victim, mut oldest) = (0, u32::MAX);
+        for j in 0..=last {
+            let i = e.info(set, j);
+            let epoch = if i.asid == asid {
                 own
             } else {
-                self.epoch(e.asid)
+                self.epoch(i.asid)
             };
-            if !self.live_at(e, epoch) || (t == tag && e.asid == asid) {
+            if !self.live_at(&i, epoch) || (e.tag(set, j) == tag && i.asid == asid) {
                 // The ways before it were live.
-                return (i, i == last);
+                return (j, j == last);
             }
-            if e.lru < oldest {
-                (victim, oldest) = (i, e.lru);
+            if i.lru < oldest {
+                (victim, oldest) = (j, i.lru);
             }
         }
         (victim, true)
     }
 
-    /// The victim in set `set` when every way of it is live: the first way
-    /// that holds the same tag and ASID (none if `missed`), else the least
-    /// recently used (way `oldest` unless [`NO_ORDER`]).
+    /// The victim way in set `set` when every way of it is live: the first
+    /// way that holds the same tag and ASID (none if `missed`), else the
+    /// least recently used (way `oldest` unless [`NO_ORDER`]).
     #[inline]
     fn victim_in_live_set(
         &self,
@@ -887,36 +1092,33 @@ impl TlbData {
         missed: bool,
         oldest: u32,
     ) -> usize {
-        let ways = self.ways_of(set);
-        let first = ways.start;
+        let ways = self.ways as usize;
+        let e = &self.entries;
         if !missed {
-            let (tags, info) = (
-                &self.entries.tag[ways.clone()],
-                &self.entries.info[ways.clone()],
-            );
-            let same = |(&t, e): (&u64, &Info)| t == tag && e.asid == asid;
-            if let Some(j) = tags.iter().zip(info).position(same) {
-                return first + j;
+            let same = |&j: &usize| e.tag(set, j) == tag && e.info(set, j).asid == asid;
+            if let Some(j) = (0..ways).find(same) {
+                return j;
             }
         }
         if oldest != NO_ORDER {
-            return first + oldest as usize;
+            return oldest as usize;
         }
         let mut victim = 0;
         let mut min = u32::MAX;
-        for (j, &Info { lru: l, .. }) in self.entries.info[ways].iter().enumerate() {
+        for j in 0..ways {
+            let l = e.lru(set, j);
             if l < min {
                 (victim, min) = (j, l);
             }
         }
-        first + victim
+        victim
     }
 
     /// Look up the PTE table that maps `va`'s 2 MiB region, probing slot
     /// `mru` first; and its slot.
     pub fn psc_lookup(&self, mru: usize, asid: u16, va: u64) -> Option<(usize, PscHit)> {
         let region = va >> crate::HPAGE_SHIFT;
-        let (epoch, pepoch) = (self.epoch(asid), self.psc_epoch(asid));
+        let (epoch, pepoch) = self.epochs_of(asid);
         let hit = |p: &&PscEntry| {
             p.valid
                 && p.region == region
@@ -928,11 +1130,12 @@ impl TlbData {
         // At most one valid entry holds a region of an ASID (`cache_insert`
         // replaces it in place): a match in slot `mru` is the one a scan
         // finds.
-        let slot = match self.psc.get(mru).filter(hit) {
+        let psc = self.psc();
+        let slot = match psc.get(mru).filter(hit) {
             Some(_) => mru,
-            None => self.psc.iter().position(|p| hit(&p))?,
+            None => psc.iter().position(|p| hit(&p))?,
         };
-        let p = &self.psc[slot];
+        let p = &psc[slot];
         let found = PscHit {
             table: p.table,
             table_gen: p.table_gen,
@@ -942,9 +1145,9 @@ impl TlbData {
 
     /// Does the paging-structure cache hold a live pointer to `table` for `asid`?
     pub fn psc_holds(&self, asid: u16, table: Pfn) -> bool {
-        let (epoch, pepoch) = (self.epoch(asid), self.psc_epoch(asid));
+        let (epoch, pepoch) = self.epochs_of(asid);
         // (The table first: it tells most entries apart.)
-        self.psc.iter().chain(&self.upper).any(|p| {
+        self.psc_and_upper().iter().any(|p| {
             p.table == table
                 && p.valid
                 && p.asid == asid
@@ -974,8 +1177,7 @@ impl TlbData {
     }
 
     fn psc_entry(&self, asid: u16, region: u64, table: Pfn, table_gen: u32) -> PscEntry {
-        let epoch = self.epoch(asid);
-        let pepoch = self.psc_epoch(asid);
+        let (epoch, pepoch) = self.epochs_of(asid);
         PscEntry {
             region,
             table,
@@ -992,24 +1194,22 @@ impl TlbData {
     /// under every ASID if None (RISC-V `sfence.vma va, x0`; kernel
     /// mappings are global). A set that lost an entry is no longer known
     /// to be all live.
-    fn flush_leaf(&mut self, hints: &mut Hints, va: u64, asid: Option<u16>) {
+    fn flush_leaf(&mut self, va: u64, asid: Option<u16>) {
         for huge in [false, true] {
             if huge && !self.any_huge {
                 break;
             }
             let tag = Self::tag(va, huge);
             let set = self.set_of(tag);
-            let (ways, first) = (self.ways as usize, set * self.ways as usize);
             let e = &mut self.entries;
             // None: nothing was ever filled.
-            let Some(candidates) = Candidates::new(&e.fp, e.fp_words, set, ways, tag) else {
+            let Some(mut candidates) = e.candidates(set, tag) else {
                 return;
             };
-            for j in candidates {
-                let info = &mut e.info[first + j];
-                if e.tag[first + j] == tag && asid.is_none_or(|a| info.asid == a) {
-                    info.flags = 0;
-                    hints.sets[set].live = 0;
+            while let Some(j) = candidates.next(&e.buf) {
+                if e.tag(set, j) == tag && asid.is_none_or(|a| e.info(set, j).asid == a) {
+                    e.invalidate(set, j);
+                    e.set_live(set, 0);
                 }
             }
         }
@@ -1018,7 +1218,10 @@ impl TlbData {
     /// Number of live translations of `asid` (for tests and reports).
     pub fn count(&self, asid: u16) -> usize {
         let epoch = self.epoch(asid);
-        let info = self.entries.info.iter();
+        let info = self
+            .entries
+            .each()
+            .map(|(_, w)| Info::unpack(w.try_into().unwrap()));
         info.filter(|e| e.asid == asid && self.live_at(e, epoch))
             .count()
     }
@@ -1267,7 +1470,8 @@ mod tests {
             );
         }
         assert_eq!(
-            t.s.hints.sets[0].oldest, 2,
+            t.d().entries.hint(0).oldest,
+            2,
             "pages 6, 7, 8, 9 in ways 2, 3, 0, 1"
         );
     }
@@ -1338,8 +1542,8 @@ mod tests {
         (d.set_mask, d.ways, d.any_huge).hash(&mut h);
         h.write_usize(8);
         (0..40).for_each(|_| h.write_u64(0));
-        (&d.psc, d.psc_next, &d.upper, d.upper_next).hash(&mut h);
-        (&d.epochs, &d.psc_epochs, d.gepoch, d.tick).hash(&mut h);
+        (d.psc(), d.psc_next, d.upper(), d.upper_next).hash(&mut h);
+        (d.epoch_array(0), d.epoch_array(1), d.gepoch, d.tick).hash(&mut h);
         let mut want = rustc_hash::FxHasher::default();
         want.write_u64(h.finish() | 1);
         assert_eq!(fp(&t), want.finish());
@@ -1347,6 +1551,36 @@ mod tests {
         assert!(t == u && fp(&t) == fp(&u));
         u.fill(0, 0, hit(0));
         assert!(t != u && fp(&t) != fp(&u));
+    }
+
+    /// Epochs of ASIDs past those kept inline hash and compare as the two
+    /// epoch arrays they stand for.
+    #[test]
+    fn many_asids_hash_as_epoch_arrays() {
+        let mut t = Tlb::new(8, 2, 1);
+        t.flush_asid(20);
+        t.flush_one(11, 0);
+        t.flush_one(3, 0);
+        let d = t.d();
+        assert_eq!((d.epoch_array(0).len(), d.epoch_array(1).len()), (21, 12));
+        assert_eq!(
+            (d.epoch(20), d.epochs_of(11).1, d.epochs_of(3).1),
+            (1, 1, 1)
+        );
+        let mut h = rustc_hash::FxHasher::default();
+        (d.set_mask, d.ways, d.any_huge).hash(&mut h);
+        d.entries.hash(&mut h);
+        (d.psc(), d.psc_next, d.upper(), d.upper_next).hash(&mut h);
+        (d.epoch_array(0), d.epoch_array(1), d.gepoch, d.tick).hash(&mut h);
+        let mut g = rustc_hash::FxHasher::default();
+        d.hash(&mut g);
+        assert_eq!(h.finish(), g.finish());
+        let mut u = Tlb::new(8, 2, 1);
+        u.flush_one(3, 0);
+        u.flush_one(11, 0);
+        assert!(t != u);
+        u.flush_asid(20);
+        assert!(t == u);
     }
 
     /// The paging-structure cache answers the same whichever slot was used
