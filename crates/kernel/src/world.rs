@@ -179,7 +179,7 @@ impl Frame {
 /// are kept ([`SpareFrames`]) for the next calls: a fault per page
 /// allocated and freed one each. Compares, hashes and prints as the frames
 /// themselves.
-#[derive(Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Default, PartialEq, Eq, Hash)]
 #[allow(clippy::vec_box)] // on purpose: see above
 pub struct KStack {
     frames: Vec<Box<Frame>>,
@@ -267,6 +267,20 @@ impl KStack {
             Box::from_raw(p.cast::<std::mem::MaybeUninit<Frame>>())
         };
         self.spare.0.push(spare);
+    }
+}
+
+/// A clone (the checker's, of a task a step changes) with room for one
+/// more frame: the step puts back the frame it takes off, or calls one.
+impl Clone for KStack {
+    fn clone(&self) -> Self {
+        let n = self.frames.len();
+        let mut frames = Vec::with_capacity(if n == 0 { 0 } else { n + 1 });
+        frames.extend(self.frames.iter().cloned());
+        KStack {
+            frames,
+            spare: SpareFrames::default(),
+        }
     }
 }
 
