@@ -179,7 +179,7 @@ impl Frame {
 /// are kept ([`SpareFrames`]) for the next calls: a fault per page
 /// allocated and freed one each. Compares, hashes and prints as the frames
 /// themselves.
-#[derive(Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Default, PartialEq, Eq, Hash)]
 #[allow(clippy::vec_box)] // on purpose: see above
 pub struct KStack {
     frames: Vec<Box<Frame>>,
@@ -190,6 +190,7 @@ pub struct KStack {
 /// ones called: not state (equal for any two stacks, hashed as nothing,
 /// not cloned). A few: a path returns after the paths it called.
 #[derive(Default)]
+#[allow(clippy::vec_box)] // boxes to reuse, not values
 struct SpareFrames(Vec<Box<std::mem::MaybeUninit<Frame>>>);
 
 /// Spare boxes kept per stack (deeper than any path nests).
@@ -214,7 +215,7 @@ impl KStack {
     pub fn with_capacity(n: usize) -> Self {
         KStack {
             frames: Vec::with_capacity(n),
-            spare: SpareFrames(Vec::new()),
+            spare: SpareFrames(Vec::with_capacity(SPARE_FRAMES)),
         }
     }
     #[inline]
@@ -252,7 +253,9 @@ impl KStack {
     /// Drop a frame that returned and keep its box for a next call.
     #[inline]
     fn recycle(&mut self, b: Box<Frame>) {
-        if self.spare.0.len() == SPARE_FRAMES {
+        // (A clone has no room for spares: it drops the box instead of
+        // allocating the list, the checker's case.)
+        if self.spare.0.len() == self.spare.0.capacity() {
             return;
         }
         let p = Box::into_raw(b);
@@ -264,6 +267,20 @@ impl KStack {
             Box::from_raw(p.cast::<std::mem::MaybeUninit<Frame>>())
         };
         self.spare.0.push(spare);
+    }
+}
+
+/// A clone (the checker's, of a task a step changes) with room for one
+/// more frame: the step puts back the frame it takes off, or calls one.
+impl Clone for KStack {
+    fn clone(&self) -> Self {
+        let n = self.frames.len();
+        let mut frames = Vec::with_capacity(if n == 0 { 0 } else { n + 1 });
+        frames.extend(self.frames.iter().cloned());
+        KStack {
+            frames,
+            spare: SpareFrames::default(),
+        }
     }
 }
 
@@ -411,42 +428,68 @@ pub struct Mm {
 
 /// A set of CPUs as plain bitmap words (model machinery, for caches such
 /// as [`Mm::running`]: iterated on every unlock, which `CpuMask::iter`'s
-/// chained iterators made cost more than the wake-ups it finds).
+/// chained iterators made cost more than the wake-ups it finds). CPUs
+/// 0..64 in a word of its own, the rest in `more`: a machine of up to 64
+/// CPUs (every checker configuration) clones it without allocating.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CpuSet(Vec<u64>);
+pub struct CpuSet {
+    first: u64,
+    more: Vec<u64>,
+}
 
 impl CpuSet {
     /// An empty set for `nr_cpus` CPUs.
     pub fn new(nr_cpus: usize) -> Self {
-        CpuSet(vec![0; nr_cpus.div_ceil(64).max(1)])
+        CpuSet {
+            first: 0,
+            more: vec![0; nr_cpus.div_ceil(64).saturating_sub(1)],
+        }
+    }
+    /// The word holding `cpu`'s bit.
+    #[inline]
+    fn word(&mut self, cpu: CpuId) -> &mut u64 {
+        match cpu as usize / 64 {
+            0 => &mut self.first,
+            i => &mut self.more[i - 1],
+        }
     }
     #[inline]
     pub fn set(&mut self, cpu: CpuId) {
-        self.0[cpu as usize / 64] |= 1 << (cpu % 64);
+        *self.word(cpu) |= 1 << (cpu % 64);
     }
     #[inline]
     pub fn clear(&mut self, cpu: CpuId) {
-        self.0[cpu as usize / 64] &= !(1 << (cpu % 64));
+        *self.word(cpu) &= !(1 << (cpu % 64));
     }
     #[inline]
     pub fn test(&self, cpu: CpuId) -> bool {
-        self.0[cpu as usize / 64] & (1 << (cpu % 64)) != 0
+        let w = match cpu as usize / 64 {
+            0 => self.first,
+            i => self.more[i - 1],
+        };
+        w & (1 << (cpu % 64)) != 0
     }
     /// `f(cpu)` for each CPU in the set, in ascending order.
     #[inline]
     pub fn for_each(&self, mut f: impl FnMut(CpuId)) {
-        for (i, &word) in self.0.iter().enumerate() {
-            let mut w = word;
+        let mut word = |base: usize, mut w: u64| {
             while w != 0 {
-                f((i * 64) as CpuId + w.trailing_zeros() as CpuId);
+                f(base as CpuId + w.trailing_zeros() as CpuId);
                 w &= w - 1;
             }
+        };
+        word(0, self.first);
+        for (i, &w) in self.more.iter().enumerate() {
+            word((i + 1) * 64, w);
         }
     }
     /// The same set with every CPU `c` renamed to `perm[c]` (the checker's
     /// symmetry reduction).
     pub fn permuted(&self, perm: &[CpuId]) -> CpuSet {
-        let mut p = CpuSet(vec![0; self.0.len()]);
+        let mut p = CpuSet {
+            first: 0,
+            more: vec![0; self.more.len()],
+        };
         self.for_each(|c| p.set(perm[c as usize]));
         p
     }

@@ -9,14 +9,13 @@
 //! reads.
 
 use machine::CpuId;
-use rustc_hash::FxHashMap;
 
 /// Every tracked line's holders, as bitmaps.
 pub struct CacheModel {
     /// Up to 64 CPUs: line address → holders, bit `c` for CPU `c`.
-    small: FxHashMap<u64, u64>,
+    small: LineMap,
     /// More CPUs: line address → its bitmap's index in `holders`.
-    index: FxHashMap<u64, u32>,
+    index: LineMap,
     /// Bit `c % 64` of word `c / 64` of a line's bitmap: CPU `c` holds a copy.
     holders: Vec<u64>,
     /// Words per bitmap; 1: `small` is used instead.
@@ -27,8 +26,8 @@ impl CacheModel {
     /// A model for `cpus` CPUs, every line untouched.
     pub fn new(cpus: usize) -> Self {
         CacheModel {
-            small: FxHashMap::default(),
-            index: FxHashMap::default(),
+            small: LineMap::new(),
+            index: LineMap::new(),
             holders: Vec::new(),
             words: cpus.div_ceil(64).max(1),
         }
@@ -40,7 +39,7 @@ impl CacheModel {
     #[inline]
     pub fn access(&mut self, cpu: CpuId, line: u64, write: bool) -> bool {
         if self.words == 1 {
-            let h = self.small.entry(line).or_insert(0);
+            let h = self.small.get_or_insert(line, 0);
             let bit = 1u64 << cpu;
             let others = *h & !bit != 0;
             let mine = *h & bit != 0;
@@ -52,8 +51,8 @@ impl CacheModel {
 
     /// [`CacheModel::access`] with several words per bitmap.
     fn access_wide(&mut self, cpu: CpuId, line: u64, write: bool) -> bool {
-        let next = self.index.len() as u32;
-        let i = *self.index.entry(line).or_insert(next) as usize * self.words;
+        let next = self.index.len as u64;
+        let i = *self.index.get_or_insert(line, next) as usize * self.words;
         if i == self.holders.len() {
             self.holders.resize(i + self.words, 0);
         }
@@ -72,6 +71,93 @@ impl CacheModel {
     }
 }
 
+/// Line address → a word, as an open-addressing table with linear
+/// probing (model machinery: a line is looked up at every priced access,
+/// and a general hash map spent several times this on it). Entries are
+/// never removed.
+struct LineMap {
+    /// `EMPTY` in a free slot.
+    keys: Vec<u64>,
+    vals: Vec<u64>,
+    /// Slots in use (with the line `EMPTY`'s, which has none).
+    len: usize,
+    /// 64 - log2(slots): a hash's top bits pick the slot.
+    shift: u32,
+    /// The value of the line whose address is `EMPTY`, if it is tracked.
+    empty_line: Option<u64>,
+}
+
+const EMPTY: u64 = u64::MAX;
+
+impl LineMap {
+    fn new() -> Self {
+        LineMap {
+            keys: vec![EMPTY; 64],
+            vals: vec![0; 64],
+            len: 0,
+            shift: 64 - 6,
+            empty_line: None,
+        }
+    }
+
+    /// The slot where `line` is, or the free one where it would go.
+    #[inline]
+    fn find(&self, line: u64) -> usize {
+        let mask = self.keys.len() - 1;
+        let mut i = (line.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize;
+        while self.keys[i] != line && self.keys[i] != EMPTY {
+            i = (i + 1) & mask;
+        }
+        i
+    }
+
+    /// `line`'s value, `init` put in first if the line is new.
+    #[inline(always)]
+    fn get_or_insert(&mut self, line: u64, init: u64) -> &mut u64 {
+        let i = self.find(line);
+        if self.keys[i] == EMPTY {
+            return self.insert(line, init);
+        }
+        &mut self.vals[i]
+    }
+
+    /// Put in a line that is not in the table (or whose address is `EMPTY`).
+    #[cold]
+    #[inline(never)]
+    fn insert(&mut self, line: u64, init: u64) -> &mut u64 {
+        if line == EMPTY {
+            if self.empty_line.is_none() {
+                self.len += 1;
+            }
+            return self.empty_line.get_or_insert(init);
+        }
+        if 2 * (self.len + 1) > self.keys.len() {
+            self.grow();
+        }
+        let i = self.find(line);
+        self.keys[i] = line;
+        self.vals[i] = init;
+        self.len += 1;
+        &mut self.vals[i]
+    }
+
+    /// Twice the slots, every entry put in again.
+    #[cold]
+    fn grow(&mut self) {
+        let n = self.keys.len() * 2;
+        let keys = std::mem::replace(&mut self.keys, vec![EMPTY; n]);
+        let vals = std::mem::replace(&mut self.vals, vec![0; n]);
+        self.shift -= 1;
+        for (k, v) in keys.into_iter().zip(vals) {
+            if k != EMPTY {
+                let i = self.find(k);
+                self.keys[i] = k;
+                self.vals[i] = v;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,6 +171,24 @@ mod tests {
         assert!(!c.access(1, 64, false), "now shared");
         assert!(c.access(0, 64, true), "write must invalidate CPU1's copy");
         assert!(c.access(2, 64, true), "write steals ownership");
+    }
+
+    /// The table keeps every line's value through its growth, the line
+    /// whose address is its free-slot marker too.
+    #[test]
+    fn line_map_holds_every_line() {
+        let mut m = LineMap::new();
+        let lines: Vec<u64> = (0..5000u64).map(|i| i * 64 + (i % 7) * (1 << 40)).collect();
+        for (n, &l) in lines.iter().enumerate() {
+            assert_eq!(*m.get_or_insert(l, n as u64), n as u64);
+        }
+        assert_eq!(*m.get_or_insert(EMPTY, 7), 7);
+        *m.get_or_insert(EMPTY, 0) += 1;
+        for (n, &l) in lines.iter().enumerate() {
+            assert_eq!(*m.get_or_insert(l, 0), n as u64, "line {l:#x}");
+        }
+        assert_eq!(*m.get_or_insert(EMPTY, 0), 8);
+        assert_eq!(m.len, lines.len() + 1);
     }
 
     /// The same rules beyond 64 CPUs (several words per line).

@@ -641,9 +641,11 @@ pub fn populate_range(w: &mut World, mm: MmId, start: u64, end: u64) -> Result<(
         let table = pte_alloc_walk(w, mm, va)?;
         let stop = (((va / HPAGE_SIZE) + 1) * HPAGE_SIZE).min(end);
         let mem = &mut *w.mem;
+        // (A table with nothing present, as a new one, fills without reads.)
+        let fill = mem.table_empty(table);
         while va < stop {
             let idx = table_index(va, 1);
-            if !pte::present(mem.read(table, idx).unwrap_or(0)) {
+            if fill || !pte::present(mem.read(table, idx).unwrap_or(0)) {
                 let pfn = mem.alloc(FrameUse::Anon)?;
                 mem.write(
                     table,

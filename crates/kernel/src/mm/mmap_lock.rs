@@ -155,6 +155,7 @@ pub fn vma_start_write(w: &mut World, mm: MmId, start: u64, end: u64, fx: &mut E
 /// Wake every CPU running a task of `mm`: any of them may wait on one of
 /// its locks. (In CPU order: [`crate::world::Mm::running`] caches the CPUs
 /// whose `curr` is a task of `mm`.)
+#[inline]
 fn wake_mm(w: &World, mm: MmId, fx: &mut Effects) {
     let running = &w.mms[mm as usize].running.0;
     debug_assert!(w
