@@ -216,23 +216,23 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
         }
         UserOp::MadviseDontneed { start, len } => {
             advance(w);
-            Flow::Call(Frame::Madvise(MadviseDontneed::new(start, len)))
+            call(w, t, || Frame::Madvise(MadviseDontneed::new(start, len)))
         }
         UserOp::MadvisePageout { start, len } => {
             advance(w);
-            Flow::Call(Frame::MadvisePageout(
-                crate::mm::vmscan::MadvisePageout::new(start, len),
-            ))
+            call(w, t, || {
+                Frame::MadvisePageout(crate::mm::vmscan::MadvisePageout::new(start, len))
+            })
         }
         UserOp::Munmap { start, len } => {
             advance(w);
-            Flow::Call(Frame::Munmap(Munmap::new(start, len)))
+            call(w, t, || Frame::Munmap(Munmap::new(start, len)))
         }
         UserOp::MadviseCollapse { start, len } => {
             advance(w);
-            Flow::Call(Frame::MadviseCollapse(
-                crate::mm::khugepaged::MadviseCollapse::new(start, len),
-            ))
+            call(w, t, || {
+                Frame::MadviseCollapse(crate::mm::khugepaged::MadviseCollapse::new(start, len))
+            })
         }
         UserOp::GupFast {
             base,
@@ -244,10 +244,10 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             let slots = span.saturating_sub(pages).max(1) as u64;
             let first = (us.iter * stride as u64) % slots;
             advance(w);
-            Flow::Call(Frame::GupFast(crate::mm::gup::GupFast::new(
-                base + first * PAGE_SIZE,
-                pages,
-            )))
+            let start = base + first * PAGE_SIZE;
+            call(w, t, || {
+                Frame::GupFast(crate::mm::gup::GupFast::new(start, pages))
+            })
         }
         UserOp::UnpinUserPages => {
             // The pins outlive the walk's step: the unpin is a step of its
@@ -330,7 +330,9 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
         } => {
             let child = child.clone();
             advance(w);
-            Flow::Call(Frame::Fork(crate::mm::fork::Fork::new(child_cpu, child)))
+            call(w, t, || {
+                Frame::Fork(crate::mm::fork::Fork::new(child_cpu, child))
+            })
         }
         UserOp::Exec { start, len } => {
             // Tear down the old mm first, then the rest of execve.
@@ -338,7 +340,7 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             if us.sub == 0 {
                 us.sub = 1;
                 fx.label(crate::Label::Syscall { nr: "execve" });
-                return Flow::Call(Frame::Munmap(Munmap::exit_mmap(start, len)));
+                return call(w, t, || Frame::Munmap(Munmap::exit_mmap(start, len)));
             }
             fx.cost(Cost::ExecFixed, 1);
             advance(w);
@@ -353,7 +355,7 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
         UserOp::Vfree { va } => {
             fx.cost(Cost::SyscallEntryExit, 1);
             advance(w);
-            Flow::Call(Frame::Vfree(crate::mm::vmalloc::Vfree::new(va)))
+            call(w, t, || Frame::Vfree(crate::mm::vmalloc::Vfree::new(va)))
         }
         UserOp::KernelRead { va } => {
             fx.cost(Cost::SyscallEntryExit, 1);
@@ -431,6 +433,15 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
     }
 }
 
+/// A system call's kernel path: what `Flow::Call` does from user mode (the
+/// kernel stack is empty, so the run loop takes the frame straight back
+/// off it), with the frame built in its box rather than moved there.
+fn call(w: &mut World, t: TaskId, f: impl FnOnce() -> Frame) -> Flow {
+    debug_assert!(w.tasks[t as usize].kstack.is_empty(), "user mode");
+    w.tasks[t as usize].kstack.push_with(f);
+    Flow::Continue
+}
+
 /// What a completed access moves on to.
 enum Next {
     /// The next op (`Touch`).
@@ -464,8 +475,8 @@ fn access(
         }
         crate::hw::mmu::Access::Fault => {
             // The access is retried after the fault returns.
-            let fault = Frame::PageFault(PageFault::new(va, write));
-            w.tasks[t as usize].kstack.push(fault);
+            let fault = || Frame::PageFault(PageFault::new(va, write));
+            w.tasks[t as usize].kstack.push_with(fault);
             false
         }
     }
