@@ -260,12 +260,76 @@ pub fn speed(names: &[String], checks: &[String], json: bool) -> Result<(), Erro
         srow.push(sim_row(n)?);
     }
     if json {
-        let v = serde_json::json!({"check": crow, "sim": srow});
+        let v = serde_json::json!({"check": crow, "sim": srow, "goals": goals(&crow, &srow)});
         println!("{}", serde_json::to_string_pretty(&v).expect("json"));
         return Ok(());
     }
     print_tables(&crow, &srow);
+    for line in goals(&crow, &srow) {
+        println!("{line}");
+    }
     Ok(())
+}
+
+/// Issue 19's goals: simulator events per CPU second of the event loop.
+const GOAL_EVENTS_PER_S: f64 = 10e6;
+/// usemem-fork-exec at 128 CPUs, CPU seconds of the whole run.
+const GOAL_USEMEM_SECONDS: f64 = 2.0;
+/// Checker: distinct states per wall second, and bytes per state.
+const GOAL_STATES_PER_S: f64 = 250e3;
+const GOAL_BYTES_PER_STATE: f64 = 100.0;
+
+fn verdict(met: bool) -> &'static str {
+    if met {
+        "met"
+    } else {
+        "NOT met"
+    }
+}
+
+/// One line per goal of issue 19 that the measured rows speak to.
+pub fn goals(crow: &[CheckRow], srow: &[SimRow]) -> Vec<String> {
+    let mut out = Vec::new();
+    if !srow.is_empty() {
+        let below: Vec<String> = srow
+            .iter()
+            .filter(|r| r.events_per_s < GOAL_EVENTS_PER_S)
+            .map(|r| format!("{} {:.1}M", r.scenario, r.events_per_s / 1e6))
+            .collect();
+        out.push(format!(
+            "goal: >= {:.0}M events/cpu-s (event loop): {} of {} scenarios: {}{}",
+            GOAL_EVENTS_PER_S / 1e6,
+            srow.len() - below.len(),
+            srow.len(),
+            verdict(below.is_empty()),
+            if below.is_empty() {
+                String::new()
+            } else {
+                format!(" (below: {})", below.join(", "))
+            }
+        ));
+    }
+    if let Some(r) = srow.iter().find(|r| r.scenario == "usemem-fork-exec") {
+        out.push(format!(
+            "goal: usemem-fork-exec ({} CPUs) whole run < {GOAL_USEMEM_SECONDS} s: {:.2} s: {}",
+            r.cpus,
+            r.cpu_seconds,
+            verdict(r.cpu_seconds < GOAL_USEMEM_SECONDS)
+        ));
+    }
+    for r in crow {
+        out.push(format!(
+            "goal: {} >= {:.0}k states/s on {} threads: {:.0}k: {}; <= {GOAL_BYTES_PER_STATE} B/state: {:.0}: {}",
+            r.check,
+            GOAL_STATES_PER_S / 1e3,
+            r.threads,
+            r.states_per_s / 1e3,
+            verdict(r.states_per_s >= GOAL_STATES_PER_S),
+            r.bytes_per_state,
+            verdict(r.bytes_per_state <= GOAL_BYTES_PER_STATE)
+        ));
+    }
+    out
 }
 
 fn print_tables(crow: &[CheckRow], srow: &[SimRow]) {
@@ -338,4 +402,44 @@ fn print_tables(crow: &[CheckRow], srow: &[SimRow]) {
         "(medians of `runs` runs; ev/cpu-s and ratio: the event loop; run s and run ev/s: \
          the whole run, world build and report included)"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sim(name: &str, rate: f64, secs: f64) -> SimRow {
+        SimRow {
+            scenario: name.into(),
+            cpus: 128,
+            events: 1,
+            steps: 1,
+            runs: 3,
+            cpu_seconds: secs,
+            loop_cpu_seconds: secs,
+            events_per_s: rate,
+            run_events_per_s: rate,
+            steps_per_s: rate,
+            bare_events_per_s: 3e7,
+            ratio: 3e7 / rate,
+        }
+    }
+
+    #[test]
+    fn goals_name_what_is_below_and_judge_each_bound() {
+        let srow = [sim("a", 12e6, 1.0), sim("usemem-fork-exec", 9e6, 2.5)];
+        let g = goals(&[], &srow);
+        assert_eq!(g.len(), 2);
+        assert!(
+            g[0].contains("1 of 2") && g[0].contains("NOT met (below: usemem-fork-exec 9.0M)"),
+            "{}",
+            g[0]
+        );
+        assert!(g[1].ends_with("2.50 s: NOT met"), "{}", g[1]);
+        let g = goals(&[], &[sim("usemem-fork-exec", 10e6, 1.9)]);
+        assert!(
+            g[0].ends_with("1 of 1 scenarios: met") && g[1].ends_with(": met"),
+            "{g:?}"
+        );
+    }
 }
