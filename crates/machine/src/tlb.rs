@@ -152,12 +152,9 @@ fn zero_bytes(x: u64) -> u64 {
 }
 
 /// The ways of a set whose fingerprint is a tag's (see
-/// [`Entries::candidates`]), read from the entries' words at each step (so
+/// [`Entries::candidates`]), the set's fingerprints passed at each step (so
 /// that the caller may change the entries in between).
 struct Candidates {
-    /// The index of the set's first fingerprint word.
-    at: usize,
-    words: usize,
     pattern: u64,
     /// The word that `m` is of.
     word: usize,
@@ -167,15 +164,14 @@ struct Candidates {
 }
 
 impl Candidates {
-    /// The next candidate way, in order, `buf` being the entries' words.
+    /// The next candidate way, in order, `fps` being the set's
+    /// fingerprints ([`Entries::fps`]).
     #[inline(always)]
-    fn next(&mut self, buf: &[u64]) -> Option<usize> {
+    fn next(&mut self, fps: &[u64]) -> Option<usize> {
         while self.m == 0 {
             self.word += 1;
-            if self.word >= self.words {
-                return None;
-            }
-            self.m = zero_bytes(buf[self.at + self.word] ^ self.pattern);
+            let &w = fps.get(self.word)?;
+            self.m = zero_bytes(w ^ self.pattern);
         }
         let j = self.word * 8 + (self.m.trailing_zeros() / 8) as usize;
         self.m &= self.m - 1;
@@ -297,17 +293,21 @@ impl Entries {
     /// allocated (nothing was ever filled).
     #[inline(always)]
     fn candidates(&self, set: usize, tag: u64) -> Option<Candidates> {
-        let at = self.fp_at + set * self.fp_words;
-        let &w = self.buf.get(at)?;
+        let &w = self.buf.get(self.fp_at + set * self.fp_words)?;
         let pattern = fingerprint(tag) * (u64::MAX / 255);
         Some(Candidates {
-            at,
-            words: self.fp_words,
             pattern,
             word: 0,
             m: zero_bytes(w ^ pattern),
             ways: self.ways,
         })
+    }
+
+    /// The fingerprint words of set `set` (the array allocated).
+    #[inline(always)]
+    fn fps(&self, set: usize) -> &[u64] {
+        let at = self.fp_at + set * self.fp_words;
+        &self.buf[at..at + self.fp_words]
     }
 
     /// Every entry's tag and info words, in order (none if the array is
@@ -928,7 +928,8 @@ impl TlbData {
         let e = &self.entries;
         // Mostly no way has the tag, nor its fingerprint.
         let mut candidates = e.candidates(set, tag)?;
-        while let Some(j) = candidates.next(&e.buf) {
+        let fps = e.fps(set);
+        while let Some(j) = candidates.next(fps) {
             if e.tag(set, j) == tag {
                 let i = e.info(set, j);
                 if i.asid == asid && self.live_at(&i, self.epoch(asid)) {
@@ -1206,7 +1207,7 @@ impl TlbData {
             let Some(mut candidates) = e.candidates(set, tag) else {
                 return;
             };
-            while let Some(j) = candidates.next(&e.buf) {
+            while let Some(j) = candidates.next(e.fps(set)) {
                 if e.tag(set, j) == tag && asid.is_none_or(|a| e.info(set, j).asid == a) {
                     e.invalidate(set, j);
                     e.set_live(set, 0);
