@@ -14,9 +14,10 @@ use machine::CpuId;
 pub struct CacheModel {
     /// Up to 64 CPUs: line address → holders, bit `c` for CPU `c`.
     small: LineMap,
-    /// More CPUs: line address → its bitmap's index in `holders`.
+    /// More CPUs: line address → its record's index in `holders`.
     index: LineMap,
-    /// Bit `c % 64` of word `c / 64` of a line's bitmap: CPU `c` holds a copy.
+    /// Per line, `words + 1` words: the number of holders, then the bitmap
+    /// (bit `c % 64` of word `c / 64`: CPU `c` holds a copy).
     holders: Vec<u64>,
     /// Words per bitmap; 1: `small` is used instead.
     words: usize,
@@ -49,24 +50,28 @@ impl CacheModel {
         self.access_wide(cpu, line, write)
     }
 
-    /// [`CacheModel::access`] with several words per bitmap.
+    /// [`CacheModel::access`] with several words per bitmap. A line's
+    /// record is its holder count, then its bitmap: with one or two holders
+    /// (most lines) an access reads two words, not the whole bitmap.
     fn access_wide(&mut self, cpu: CpuId, line: u64, write: bool) -> bool {
+        let stride = self.words + 1;
         let next = self.index.len as u64;
-        let i = *self.index.get_or_insert(line, next) as usize * self.words;
+        let i = *self.index.get_or_insert(line, next) as usize * stride;
         if i == self.holders.len() {
-            self.holders.resize(i + self.words, 0);
+            self.holders.resize(i + stride, 0);
         }
-        let h = &mut self.holders[i..i + self.words];
-        let (w, bit) = (cpu as usize / 64, 1u64 << (cpu % 64));
+        let h = &mut self.holders[i..i + stride];
+        let (w, bit) = (1 + cpu as usize / 64, 1u64 << (cpu % 64));
         let mine = h[w] & bit != 0;
-        let others = h
-            .iter()
-            .enumerate()
-            .any(|(i, &x)| (if i == w { x & !bit } else { x }) != 0);
-        if write {
-            h.fill(0);
+        let others = h[0] > u64::from(mine);
+        if write && others {
+            h[1..].fill(0);
+            h[0] = 0;
         }
-        h[w] |= bit;
+        if write && others || !mine {
+            h[w] |= bit;
+            h[0] += 1;
+        }
         others && (write || !mine)
     }
 }
@@ -204,5 +209,35 @@ mod tests {
         assert!(!c.access(130, 64, true), "exclusive again");
         assert!(c.access(3, 64, true), "write steals ownership across words");
         assert!(!c.access(3, 128, false), "another line is independent");
+    }
+
+    /// Both layouts against a set of holders per line, on a random mix of
+    /// reads and writes by CPUs across bitmap words.
+    #[test]
+    fn both_layouts_follow_the_holder_sets() {
+        use std::collections::{BTreeSet, HashMap};
+        for cpus in [8usize, 64, 200, 1024] {
+            let mut c = CacheModel::new(cpus);
+            let mut sets: HashMap<u64, BTreeSet<CpuId>> = HashMap::new();
+            let mut x = 0x2545_f491_4f6c_dd1du64;
+            for _ in 0..20_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // few CPUs and lines, so that lines are shared and stolen
+                let cpu = ((x >> 8) % 6) as usize * (cpus - 1) / 5;
+                let line = (x >> 20) % 12 * 64;
+                let write = x & 3 == 0;
+                let h = sets.entry(line).or_default();
+                let mine = h.contains(&(cpu as CpuId));
+                let others = h.len() > usize::from(mine);
+                if write {
+                    h.clear();
+                }
+                h.insert(cpu as CpuId);
+                let want = others && (write || !mine);
+                assert_eq!(c.access(cpu as CpuId, line, write), want, "{cpus} CPUs");
+            }
+        }
     }
 }
