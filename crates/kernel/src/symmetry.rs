@@ -27,9 +27,10 @@
 
 use crate::arch::x86::tlb::{FlushTlbInfo, InfoRef};
 use crate::hw::memory_model::StoreBuffer;
+use crate::hw::psc_index::PscIndex;
 use crate::kernel_smp::{CallFunc, Csd};
 use crate::user::UserOp;
-use crate::world::{Cpu, Frame, Mm, RcuBatch, Task, Violation, World};
+use crate::world::{Cpu, Frame, Hint, Mm, RcuBatch, Task, Violation, World};
 use crate::TaskId;
 use machine::CpuId;
 use std::hash::{Hash, Hasher};
@@ -235,7 +236,9 @@ impl World {
             rcu_batches,
             membufs,
         } = renamed(self, &r);
+        let psc_index = Hint(PscIndex::of(cpus.iter().map(|c| c.tlb.psc_pfns())));
         Some(World {
+            psc_index,
             cpus: cpus.into(),
             tasks: tasks.into(),
             mms: mms.into(),
@@ -324,6 +327,7 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
         files,
         next_ctx_id,
         membufs,
+        psc_index: _, // a hint: hashes to nothing
     } = w;
     let mut h = H::default();
     (cfg, now, mem, op_names, measuring).hash(&mut h);

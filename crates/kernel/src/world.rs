@@ -804,6 +804,9 @@ pub struct World {
     pub(crate) next_ctx_id: u64,
     /// Per-CPU store buffers of the checker's memory model (empty under SC).
     pub membufs: crate::cow::CowVec<crate::hw::memory_model::StoreBuffer>,
+    /// Which CPUs' paging-structure caches may hold each table (the
+    /// invariant-3 monitor's index).
+    pub psc_index: Hint<crate::hw::psc_index::PscIndex>,
 }
 
 /// Violations kept in full; later ones are only counted.
@@ -865,7 +868,15 @@ impl World {
                 irqs_off: 0,
                 preempt_count: 0,
                 tlbstate: TlbState::new(),
-                tlb: Tlb::new(m.tlb_entries, m.tlb_ways, m.psc_entries),
+                tlb: {
+                    let t = Tlb::new(m.tlb_entries, m.tlb_ways, m.psc_entries);
+                    // (What the monitor's index of tables reads.)
+                    if crate::hw::psc_index::PscIndex::wanted(n) {
+                        t.keep_table_slots()
+                    } else {
+                        t
+                    }
+                },
                 call_single_queue: Vec::new(),
                 ipi_pending: false,
                 cfd_locked: CpuMask::new(n),
@@ -930,6 +941,7 @@ impl World {
             // the first user mm gets 2 (ctx_id 0 matches no mm).
             next_ctx_id: 2,
             membufs: vec![Default::default(); n].into(),
+            psc_index: Hint(crate::hw::psc_index::PscIndex::new(n)),
         })
     }
 

@@ -436,6 +436,13 @@ pub struct Tlb {
     /// nothing behind the pointer. A hint, as `missed` (a clone copies it
     /// with the contents it describes).
     filled: u64,
+    /// `pfns[i]`: the table of paging-structure-cache slot `i` (both
+    /// caches, as `TlbData::caches`; 0, which no table is, until filled),
+    /// packed so that asking whether a table is there at all reads a few
+    /// lines, not every entry. `None` unless [`Tlb::keep_table_slots`]
+    /// asked for it (the checker's small machines do without, and their
+    /// copies of a TLB copy nothing more). A hint, as `missed`.
+    pfns: Option<Box<[Pfn]>>,
 }
 
 impl Clone for Tlb {
@@ -446,12 +453,54 @@ impl Clone for Tlb {
             psc_mru: AtomicU32::new(self.psc_mru.load(Ordering::Relaxed)),
             psc_tables: self.psc_tables,
             filled: self.filled,
+            pfns: self.pfns.clone(),
         }
     }
 }
 
 /// The ASID and 4 KiB tag of a lookup that missed (see [`Tlb`]).
 type Missed = Option<(u16, u64)>;
+
+/// Is `table` in `pfns`? (Eight at a time, without an early exit per
+/// entry: the compiler compares them in vector instructions.)
+#[inline]
+fn has_pfn(pfns: &[Pfn], table: Pfn) -> bool {
+    let mut chunks = pfns.chunks_exact(8);
+    let found = chunks
+        .by_ref()
+        .any(|c| c.iter().fold(false, |a, &p| a | (p == table)));
+    found || chunks.remainder().contains(&table)
+}
+
+/// A paging-structure-cache fill: the table cached, and the table of the
+/// valid entry it replaced, if any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PscSwap {
+    pub table: Pfn,
+    pub gone: Option<Pfn>,
+}
+
+/// A set of table buckets (`pfn % 256`): which tables a TLB's
+/// paging-structure caches may hold ([`Tlb::psc_filter`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PscFilter([u64; 4]);
+
+impl PscFilter {
+    const BUCKETS: usize = 256;
+
+    /// The bucket of `table`.
+    #[inline]
+    fn bucket(table: Pfn) -> usize {
+        table as usize % Self::BUCKETS
+    }
+
+    /// Is `table`'s bucket in the set?
+    #[inline]
+    fn has(&self, table: Pfn) -> bool {
+        let b = Self::bucket(table);
+        self.0[b / 64] & 1 << (b % 64) != 0
+    }
+}
 
 #[derive(Debug)]
 struct Shared {
@@ -492,10 +541,10 @@ impl Hints {
     /// `table` was just cached in place of an entry of `gone` (if valid);
     /// whether `gone`'s bucket still holds a table.
     fn note_table(&mut self, table: Pfn, gone: Option<Pfn>) -> bool {
-        let n = &mut self.tables[table as usize % 256];
+        let n = &mut self.tables[PscFilter::bucket(table)];
         *n = n.saturating_add(1);
         let Some(g) = gone else { return false };
-        let n = &mut self.tables[g as usize % 256];
+        let n = &mut self.tables[PscFilter::bucket(g)];
         if *n != u8::MAX {
             *n -= 1;
         }
@@ -533,6 +582,7 @@ impl Tlb {
             psc_mru: AtomicU32::new(0),
             psc_tables: [0; 4],
             filled: 0,
+            pfns: None,
             s: Arc::new(Shared {
                 data,
                 digest: AtomicU64::new(0),
@@ -542,6 +592,14 @@ impl Tlb {
                 },
             }),
         }
+    }
+
+    /// Keep the table of each paging-structure-cache slot apart
+    /// ([`Tlb::psc_pfns`]), for a TLB that is asked `psc_holds` often.
+    pub fn keep_table_slots(mut self) -> Self {
+        let n = self.d().caches.len();
+        self.pfns = Some(vec![0; n].into());
+        self
     }
 
     #[inline]
@@ -621,24 +679,45 @@ impl Tlb {
 
     /// Does the paging-structure cache hold a live pointer to `table` for `asid`?
     pub fn psc_holds(&self, asid: u16, table: Pfn) -> bool {
-        let b = table as usize % 256;
-        self.psc_tables[b / 64] & 1 << (b % 64) != 0 && self.d().psc_holds(asid, table)
+        if !self.psc_filter().has(table) {
+            return false;
+        }
+        let d = self.d();
+        let (epoch, pepoch) = d.epochs_of(asid);
+        let live = |e: &PscEntry| d.psc_live(e, asid, epoch, pepoch);
+        let Some(pfns) = &self.pfns else {
+            return d.caches.iter().any(|e| e.table == table && live(e));
+        };
+        // Only the slots holding the table are read in full.
+        has_pfn(pfns, table)
+            && pfns
+                .iter()
+                .zip(&d.caches)
+                .any(|(&p, e)| p == table && live(e))
+    }
+
+    /// The buckets of the tables the paging-structure caches hold (live
+    /// or stale): `psc_holds` of a table outside them is false.
+    #[inline]
+    fn psc_filter(&self) -> PscFilter {
+        PscFilter(self.psc_tables)
     }
 
     /// `table` was just cached in place of an entry of `gone` (if valid),
     /// whose bucket still holds a table if `left`: the filter follows.
     fn note_table(&mut self, table: Pfn, gone: Option<Pfn>, left: bool) {
-        let b = table as usize % 256;
+        let b = PscFilter::bucket(table);
         self.psc_tables[b / 64] |= 1 << (b % 64);
         if let Some(g) = gone {
-            let b = g as usize % 256;
+            let b = PscFilter::bucket(g);
             self.psc_tables[b / 64] &= !(1 << (b % 64));
             self.psc_tables[b / 64] |= u64::from(left) << (b % 64);
         }
     }
 
-    /// Remember the PTE table a walk went through.
-    pub fn psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) {
+    /// Remember the PTE table a walk went through; what the fill changed
+    /// (`None`: the slot already held this entry).
+    pub fn psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) -> Option<PscSwap> {
         let e = self
             .d()
             .psc_entry(asid, va >> crate::HPAGE_SHIFT, table, table_gen);
@@ -646,7 +725,7 @@ impl Tlb {
         // the same entry: nothing to change (and nothing to unshare).
         let mru = *self.psc_mru.get_mut() as usize;
         if self.d().psc().get(mru) == Some(&e) {
-            return;
+            return None;
         }
         let s = self.shared_mut();
         let d = &mut s.data;
@@ -655,19 +734,36 @@ impl Tlb {
         let (slot, gone) = TlbData::cache_insert(psc, &mut d.psc_next, e);
         let left = s.hints.note_table(table, gone);
         self.note_table(table, gone, left);
+        if let Some(p) = &mut self.pfns {
+            p[slot] = table;
+        }
         *self.psc_mru.get_mut() = slot as u32;
+        Some(PscSwap { table, gone })
     }
 
-    /// Remember the PMD table a walk reached through the PUD entry of `va`.
-    pub fn pud_psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) {
+    /// Remember the PMD table a walk reached through the PUD entry of `va`;
+    /// what the fill changed.
+    pub fn pud_psc_fill(&mut self, asid: u16, va: u64, table: Pfn, table_gen: u32) -> PscSwap {
         let s = self.shared_mut();
         let e = s.data.psc_entry(asid, va >> PUD_SHIFT, table, table_gen);
         let d = &mut s.data;
         let n = d.caches.len() - UPPER_ENTRIES;
         let upper = &mut d.caches[n..];
-        let (_, gone) = TlbData::cache_insert(upper, &mut d.upper_next, e);
+        let (slot, gone) = TlbData::cache_insert(upper, &mut d.upper_next, e);
         let left = s.hints.note_table(table, gone);
         self.note_table(table, gone, left);
+        if let Some(p) = &mut self.pfns {
+            p[n + slot] = table;
+        }
+        PscSwap { table, gone }
+    }
+
+    /// The table of each paging-structure-cache slot (live or stale; 0,
+    /// which no table is, for a slot never filled); empty unless
+    /// [`Tlb::keep_table_slots`].
+    #[inline]
+    pub fn psc_pfns(&self) -> &[Pfn] {
+        self.pfns.as_deref().unwrap_or_default()
     }
 
     /// `INVLPG` / `TLBI VAE1` / `sfence.vma va, asid`: drop the translations
@@ -830,11 +926,6 @@ impl TlbData {
     /// The PUD-entry cache.
     fn upper(&self) -> &[PscEntry] {
         &self.caches[self.caches.len() - UPPER_ENTRIES..]
-    }
-
-    /// Both caches.
-    fn psc_and_upper(&self) -> &[PscEntry] {
-        &self.caches
     }
 
     /// The epochs of ASIDs (`k` 0) or of their paging-structure-cache
@@ -1120,14 +1211,7 @@ impl TlbData {
     pub fn psc_lookup(&self, mru: usize, asid: u16, va: u64) -> Option<(usize, PscHit)> {
         let region = va >> crate::HPAGE_SHIFT;
         let (epoch, pepoch) = self.epochs_of(asid);
-        let hit = |p: &&PscEntry| {
-            p.valid
-                && p.region == region
-                && p.asid == asid
-                && p.gepoch == self.gepoch
-                && p.epoch == epoch
-                && p.pepoch == pepoch
-        };
+        let hit = |p: &&PscEntry| p.region == region && self.psc_live(p, asid, epoch, pepoch);
         // At most one valid entry holds a region of an ASID (`cache_insert`
         // replaces it in place): a match in slot `mru` is the one a scan
         // finds.
@@ -1144,18 +1228,16 @@ impl TlbData {
         Some((slot, found))
     }
 
-    /// Does the paging-structure cache hold a live pointer to `table` for `asid`?
-    pub fn psc_holds(&self, asid: u16, table: Pfn) -> bool {
-        let (epoch, pepoch) = self.epochs_of(asid);
-        // (The table first: it tells most entries apart.)
-        self.psc_and_upper().iter().any(|p| {
-            p.table == table
-                && p.valid
-                && p.asid == asid
-                && p.gepoch == self.gepoch
-                && p.epoch == epoch
-                && p.pepoch == pepoch
-        })
+    /// Is this paging-structure-cache entry valid, of `asid`, and filled
+    /// since the last flush of everything, of the ASID (its `epoch`) and
+    /// of the ASID's walk-cache entries (`pepoch`)?
+    #[inline]
+    fn psc_live(&self, p: &PscEntry, asid: u16, epoch: u32, pepoch: u32) -> bool {
+        p.valid
+            && p.asid == asid
+            && p.gepoch == self.gepoch
+            && p.epoch == epoch
+            && p.pepoch == pepoch
     }
 
     /// Replace the entry of the same region and ASID, else a round-robin

@@ -135,7 +135,10 @@ pub fn user_access(w: &mut World, cpu: CpuId, va: u64, write: bool, fx: &mut Eff
     tlb.fill(asid, va, hit);
     if let (Some(t), false) = (table, psc_used) {
         let g = w.mem.gen(t);
-        w.cpus[c].tlb.psc_fill(asid, va, t, g);
+        let swap = w.cpus[c].tlb.psc_fill(asid, va, t, g);
+        if let (Some(swap), true) = (swap, w.psc_index.0.enabled()) {
+            w.psc_index.0.note(c, swap, w.cpus[c].tlb.psc_pfns());
+        }
     }
     Access::Done
 }
@@ -228,7 +231,10 @@ fn walk_and_cache_pud(
 ) -> Option<Walk> {
     let (walk, pmd_table) = walk_upper(w, mm, va)?;
     let g = w.mem.gen(pmd_table);
-    w.cpus[c].tlb.pud_psc_fill(asid, va, pmd_table, g);
+    let swap = w.cpus[c].tlb.pud_psc_fill(asid, va, pmd_table, g);
+    if w.psc_index.0.enabled() {
+        w.psc_index.0.note(c, swap, w.cpus[c].tlb.psc_pfns());
+    }
     Some(walk)
 }
 

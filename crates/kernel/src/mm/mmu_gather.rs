@@ -292,13 +292,29 @@ fn check_table_uncached(
     except: Option<MmId>,
     what: impl Fn(CpuId) -> String,
 ) {
-    let bad: Vec<(CpuId, bool, MmId)> = w
-        .cpus
-        .iter()
-        .filter(|c| Some(c.tlbstate.loaded_mm) != except)
-        .filter(|c| c.tlb.psc_holds(c.tlbstate.loaded_mm_asid, table))
-        .map(|c| (c.id, c.tlbstate.is_lazy, c.tlbstate.loaded_mm))
-        .collect();
+    let holds = |c: &crate::world::Cpu| {
+        Some(c.tlbstate.loaded_mm) != except && c.tlb.psc_holds(c.tlbstate.loaded_mm_asid, table)
+    };
+    let mut bad: Vec<(CpuId, bool, MmId)> = Vec::new();
+    let mut ask = |c: &crate::world::Cpu| {
+        if holds(c) {
+            bad.push((c.id, c.tlbstate.is_lazy, c.tlbstate.loaded_mm));
+        }
+    };
+    match w.psc_index.0.cpus(table) {
+        // Only the CPUs whose filter has the table's bucket can hold it.
+        Some(cpus) => cpus.for_each(|c| ask(&w.cpus[c])),
+        None => w.cpus.iter().for_each(ask),
+    }
+    debug_assert_eq!(
+        bad.iter().map(|b| b.0).collect::<Vec<_>>(),
+        w.cpus
+            .iter()
+            .filter(|c| holds(c))
+            .map(|c| c.id)
+            .collect::<Vec<_>>(),
+        "the PSC index missed a CPU"
+    );
     for (cpu, lazy, loaded) in bad {
         let msg = format!(
             "{} ({} mm{loaded}) still caches it in its paging-structure cache",
