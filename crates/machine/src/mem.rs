@@ -67,16 +67,31 @@ struct FrameMeta {
 
 /// The contents of one page-table page, with a digest of them kept up to
 /// date on every write, so that hashing a table costs one word, not 512.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 struct Table {
     e: [u64; PTRS_PER_TABLE],
-    /// Wrapping sum of [`entry_digest`] over the entries.
+    /// Wrapping sum of [`entry_digest`] over the entries (not kept, and
+    /// 0, when the memory defers digests: [`PhysMem::defer_digests`]).
     digest: u64,
     /// How many entries are not 0 (follows from `e`).
     used: u16,
 }
 
+/// Equal entries (the digest and count follow from them, or are not kept).
+impl PartialEq for Table {
+    fn eq(&self, o: &Self) -> bool {
+        self.e == o.e
+    }
+}
+impl Eq for Table {}
+
 impl Table {
+    /// The digest of the entries, from scratch.
+    fn digest_of(&self) -> u64 {
+        let d = self.e.iter().enumerate().map(|(i, &v)| entry_digest(i, v));
+        d.fold(0, u64::wrapping_add)
+    }
+
     fn new() -> Arc<Self> {
         Arc::new(Table {
             e: [0; PTRS_PER_TABLE],
@@ -122,6 +137,10 @@ pub struct PhysMem {
     /// zeroing 4 KiB (unmap-heavy runs free and allocate tables all the
     /// time). Not state: neither compared nor hashed, not cloned.
     spare: Vec<Arc<Table>>,
+    /// Table digests are not kept on writes but computed when the memory
+    /// is hashed (the simulator, which never hashes it, writes millions of
+    /// entries). Not state: neither compared nor hashed.
+    defer_digests: bool,
 }
 
 impl Clone for PhysMem {
@@ -134,6 +153,7 @@ impl Clone for PhysMem {
             limit: self.limit,
             in_use: self.in_use,
             spare: Vec::new(),
+            defer_digests: self.defer_digests,
         }
     }
 }
@@ -166,7 +186,14 @@ impl Hash for PhysMem {
             };
             h.write_u64(u64::from(gen) | usage << 32 | u64::from(m.refs) << 48);
             // A table's digest is a wrapping sum, 0 when empty: mark presence.
-            h.write_u64(t.as_ref().map_or(0, |t| t.digest ^ 0x9e37_79b9_7f4a_7c15));
+            let digest = |t: &Table| match self.defer_digests {
+                false => t.digest,
+                true => t.digest_of(),
+            };
+            h.write_u64(
+                t.as_deref()
+                    .map_or(0, |t| digest(t) ^ 0x9e37_79b9_7f4a_7c15),
+            );
         }
         self.free.hash(h);
         self.tables.len().hash(h);
@@ -190,6 +217,19 @@ impl PhysMem {
             limit,
             in_use: 0,
             spare: Vec::new(),
+            defer_digests: false,
+        }
+    }
+
+    /// Stop keeping table digests on writes: hashing the memory computes
+    /// them instead (the same hash, at 512 entries a table). For a memory
+    /// that is written far more often than hashed.
+    pub fn defer_digests(&mut self) {
+        if std::mem::replace(&mut self.defer_digests, true) {
+            return;
+        }
+        for t in self.tables.iter_mut().flatten() {
+            table_mut(t).digest = 0;
         }
     }
 
@@ -353,8 +393,9 @@ impl PhysMem {
     }
 
     /// Write entry `idx` of page-table page `pfn`.
-    #[inline]
+    #[inline(always)]
     pub fn write(&mut self, pfn: Pfn, idx: usize, val: u64) {
+        let keep = !self.defer_digests;
         let t = self.tables[pfn as usize]
             .as_mut()
             .expect("write to a frame that is not a page table");
@@ -363,10 +404,12 @@ impl PhysMem {
             return;
         }
         let t = table_mut(t);
-        t.digest = t
-            .digest
-            .wrapping_sub(entry_digest(idx, old))
-            .wrapping_add(entry_digest(idx, val));
+        if keep {
+            t.digest = t
+                .digest
+                .wrapping_sub(entry_digest(idx, old))
+                .wrapping_add(entry_digest(idx, val));
+        }
         t.used = t.used + u16::from(val != 0) - u16::from(old != 0);
         t.e[idx] = val;
     }
@@ -456,6 +499,36 @@ mod tests {
         assert_eq!((&n, fp(&n)), (&m, fp(&m)));
         n.write(t, 5, 0);
         assert_eq!((&n, fp(&n)), (&empty, fp(&empty)));
+    }
+
+    /// A memory that defers its digests (switched before or after some
+    /// writes) hashes and compares as one that keeps them, write for write.
+    #[test]
+    fn deferred_digests_hash_the_same() {
+        let mut kept = PhysMem::new(64);
+        let mut early = PhysMem::new(64);
+        early.defer_digests();
+        let mut late = PhysMem::new(64);
+        let mut x = 3u64;
+        for step in 0..3000 {
+            if step == 1000 {
+                late.defer_digests();
+            }
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let (idx, val) = ((x >> 20) as usize % 512, (x >> 40) % 4 * 4096);
+            for m in [&mut kept, &mut early, &mut late] {
+                while m.high_water() < 9 {
+                    m.alloc(FrameUse::Table(1)).unwrap();
+                }
+                m.write(1 + (x >> 50) as u32 % 8, idx, val);
+            }
+            if step % 500 == 499 {
+                assert_eq!(fp(&early), fp(&kept));
+                assert_eq!(fp(&late), fp(&kept));
+                assert!(early == kept && late == kept);
+            }
+        }
+        assert_ne!(fp(&kept), fp(&PhysMem::new(64)));
     }
 
     fn fp(m: &PhysMem) -> u64 {

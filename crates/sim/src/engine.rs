@@ -317,7 +317,9 @@ pub struct StepView<'a> {
 }
 
 impl Sim {
-    pub fn new(world: World, profile: CostProfile, opts: SimOptions) -> Sim {
+    pub fn new(mut world: World, profile: CostProfile, opts: SimOptions) -> Sim {
+        // (The simulator never hashes its world.)
+        world.mem.defer_digests();
         let n = world.cpus.len();
         let prices = std::sync::Arc::new(Prices::new(|c| profile.ns(c)));
         let mut s = Sim {

@@ -206,6 +206,9 @@ pub fn build(s: &Scenario) -> Result<World, Error> {
         )));
     }
     let mut world = World::new(s)?;
+    // For the simulator, which never hashes its world (and may populate
+    // millions of entries before it starts).
+    world.mem.defer_digests();
     if !s.inject.drop_barrier.is_empty() {
         return Err(Error::Config(format!(
             "inject.drop_barrier={}: only `tlblab check` sees barriers (the simulator is sequentially consistent)",
