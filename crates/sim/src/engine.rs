@@ -7,12 +7,38 @@ use kernel::effects::{Charge, Mark, Prices};
 use kernel::world::StepKind;
 use kernel::{Effects, Label, Stat, TaskId, Violation, World};
 use machine::{Cost, CostProfile, CpuId, Time};
-use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 
 /// The op a sleep's timer starts: none (`Effects::sleep`, or a
 /// `ClockNanosleep` that only paces).
 const NO_OP: u16 = kernel::user::NO_OP;
+
+/// A map from (task, op) to when that measured op began: a short list
+/// per task (a task has an op or two open), indexed by task id, so that
+/// the begin and end of an op (a page fault's, in lat-pagefault) cost no
+/// hashing.
+#[derive(Default)]
+struct OpBegins(Vec<Vec<(u16, Time)>>);
+
+impl OpBegins {
+    fn insert(&mut self, t: TaskId, op: u16, at: Time) {
+        let t = t as usize;
+        if self.0.len() <= t {
+            self.0.resize_with(t + 1, Vec::new);
+        }
+        let l = &mut self.0[t];
+        match l.iter_mut().find(|(o, _)| *o == op) {
+            Some(e) => e.1 = at,
+            None => l.push((op, at)),
+        }
+    }
+
+    fn remove(&mut self, t: TaskId, op: u16) -> Option<Time> {
+        let l = self.0.get_mut(t as usize)?;
+        let i = l.iter().position(|(o, _)| *o == op)?;
+        Some(l.swap_remove(i).1)
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
@@ -272,7 +298,8 @@ pub struct Sim {
     pub steps: u64,
     /// Of `events`, wake-ups that never entered the heap ([`Sim::wake`]).
     pub lazy_wakes_settled: u64,
-    op_begin: FxHashMap<(TaskId, u16), Time>,
+    /// When each task's open measured ops began.
+    op_begin: OpBegins,
     pub ops: Vec<OpStats>,
     trace: VecDeque<(Time, CpuId, Label)>,
     pub violations: Vec<ViolationRecord>,
@@ -347,7 +374,7 @@ impl Sim {
             events: 0,
             steps: 0,
             lazy_wakes_settled: 0,
-            op_begin: FxHashMap::default(),
+            op_begin: OpBegins::default(),
             ops: Vec::new(),
             trace: VecDeque::with_capacity(opts.trace_depth + 1),
             violations: Vec::new(),
@@ -548,7 +575,7 @@ impl Sim {
                         self.timer[c] = None;
                         // The latency clock starts at expiry, not delivery.
                         if op != NO_OP {
-                            self.op_begin.insert((t, op), due);
+                            self.op_begin.insert(t, op, due);
                         }
                         self.timer_due[c] = true;
                         let at = self.now.max(self.busy_until[c]);
@@ -904,10 +931,10 @@ impl Sim {
     fn stat(&mut self, s: Stat, at: Time) {
         match s {
             Stat::OpBegin(t, op) => {
-                self.op_begin.insert((t, op), at);
+                self.op_begin.insert(t, op, at);
             }
             Stat::OpEnd(t, op) => {
-                let Some(b) = self.op_begin.remove(&(t, op)) else {
+                let Some(b) = self.op_begin.remove(t, op) else {
                     return;
                 };
                 while self.ops.len() <= op as usize {
@@ -972,5 +999,25 @@ mod tests {
         let b = Ev::new(5, 11, 0, Kind::Step);
         let c = Ev::new(6, 1, 0, Kind::Step);
         assert!(a.0 < b.0 && b.0 < c.0);
+    }
+
+    /// `OpBegins` answers as a map of (task, op): a begin again overwrites,
+    /// an end takes the begin once.
+    #[test]
+    fn op_begins_is_a_map() {
+        let mut m = OpBegins::default();
+        let mut h = std::collections::HashMap::new();
+        let mut x = 5u64;
+        for i in 0..20_000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            let (t, op) = ((x >> 33) as TaskId % 9, (x >> 50) as u16 % 3);
+            if x >> 63 == 0 {
+                m.insert(t, op, i);
+                h.insert((t, op), i);
+            } else {
+                assert_eq!(m.remove(t, op), h.remove(&(t, op)));
+            }
+        }
+        assert!(!h.is_empty());
     }
 }
