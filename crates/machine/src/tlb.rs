@@ -642,7 +642,7 @@ impl Tlb {
     }
 
     /// Look `va` up for `asid`, 4 KiB first, then 2 MiB. Updates LRU.
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&mut self, asid: u16, va: u64) -> Option<TlbHit> {
         let Some((set, j)) = self.d().find(asid, va) else {
             self.missed = Some((asid, va >> crate::PAGE_SHIFT));
@@ -653,6 +653,7 @@ impl Tlb {
     }
 
     /// Cache a translation (a TLB fill after a page walk).
+    #[inline(always)]
     pub fn fill(&mut self, asid: u16, va: u64, hit: TlbHit) {
         let missed = self.missed.take();
         self.filled |= 1 << (asid % 64);
