@@ -1074,6 +1074,7 @@ impl World {
     }
 
     /// Can `cpu` make progress now without an interrupt?
+    #[inline(always)]
     pub fn can_run(&self, cpu: CpuId) -> bool {
         let c = &self.cpus[cpu as usize];
         if c.vcpu_preempted {
