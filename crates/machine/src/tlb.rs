@@ -1063,6 +1063,7 @@ impl TlbData {
     /// of its set that is dead or holds the same tag and ASID, else in the
     /// least recently used (the first of equals). `missed`: the ASID and
     /// tag of a lookup that missed since the last fill (see [`Tlb`]).
+    #[inline(always)]
     fn fill(&mut self, hints: &mut Hints, asid: u16, va: u64, hit: TlbHit, missed: Missed) {
         if !self.entries.allocated() {
             self.entries.allocate();

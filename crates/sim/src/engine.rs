@@ -508,6 +508,7 @@ impl Sim {
         }
     }
 
+    #[inline(always)]
     fn schedule(&mut self, cpu: CpuId, time: Time) {
         if !self.scheduled[cpu as usize] {
             self.scheduled[cpu as usize] = true;
