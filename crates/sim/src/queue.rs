@@ -82,6 +82,7 @@ impl<T: Keyed> Queue<T> {
     }
 
     /// Push `e` (key `k`) while the root is vacant, its least child `least`.
+    #[inline(always)]
     fn push_into_hole(&mut self, e: T, k: u128, (m, mk): (usize, u128)) {
         let e = match self.front {
             // Less than the whole heap: in front, the root left vacant.
@@ -116,6 +117,7 @@ impl<T: Keyed> Queue<T> {
     }
 
     /// Take the heap's least entry, leaving its place vacant.
+    #[inline(always)]
     fn pop_heap(&mut self) -> Option<T> {
         self.fill_hole();
         let top = *self.v.first()?;
