@@ -834,6 +834,7 @@ impl Sim {
     /// broadcasts in order. Fills `offsets` (the state-priced charges'
     /// sum before each) for [`Sim::at`] and returns the step's duration in
     /// ns, jitter applied.
+    #[inline(always)]
     fn price(&mut self, cpu: CpuId, fx: &Effects) -> Time {
         self.offsets.clear();
         // Offsets are read only at marks (IPIs, wake-ups, statistics) and
