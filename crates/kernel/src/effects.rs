@@ -716,7 +716,7 @@ impl Effects {
         }
         self.charges.push(ch);
     }
-    #[inline]
+    #[inline(always)]
     pub fn cost(&mut self, c: Cost, n: u32) {
         if n == 0 {
             return;
