@@ -143,6 +143,7 @@ impl<T: Keyed> Queue<T> {
     }
 
     /// Fill a vacant root with the heap's last entry.
+    #[inline(always)]
     fn fill_hole(&mut self) {
         if self.hole.take().is_none() {
             return;
