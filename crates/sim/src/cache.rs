@@ -37,7 +37,7 @@ impl CacheModel {
     /// Access `line` from `cpu`; true if it had to come from another core.
     /// A write is a miss if another CPU holds the line and leaves `cpu` the
     /// only holder; a read is a miss if others hold it and `cpu` does not.
-    #[inline]
+    #[inline(always)]
     pub fn access(&mut self, cpu: CpuId, line: u64, write: bool) -> bool {
         if self.words == 1 {
             let h = self.small.get_or_insert(line, 0);
