@@ -597,8 +597,8 @@ impl Tlb {
     /// Keep the table of each paging-structure-cache slot apart
     /// ([`Tlb::psc_pfns`]), for a TLB that is asked `psc_holds` often.
     pub fn keep_table_slots(mut self) -> Self {
-        let n = self.d().caches.len();
-        self.pfns = Some(vec![0; n].into());
+        let slots = self.d().caches.iter();
+        self.pfns = Some(slots.map(|e| if e.valid { e.table } else { 0 }).collect());
         self
     }
 

@@ -139,6 +139,9 @@ mod tests {
             .collect();
         let mut idx = PscIndex::new(n);
         assert!(idx.enabled() && !PscIndex::new(MIN_CPUS - 1).enabled());
+        // CPU 0's fills again, on a TLB that keeps its slots' tables only
+        // when asked, at the end.
+        let mut late = Tlb::new(64, 4, 4);
         let mut x = 7u64;
         // Tables collide in buckets (t and t + 4096), and evictions empty them.
         let table_of = |r: u64| 1 + (r % 20) as u32 * 3 + (r % 40 / 20) as u32 * 4096;
@@ -150,8 +153,14 @@ mod tests {
             let table = table_of(x >> 20);
             let va = ((x >> 8) % 16) << 21;
             let swap = if step % 3 == 0 {
+                if c == 0 {
+                    late.pud_psc_fill(1, va << 9, table, 0);
+                }
                 Some(tlbs[c].pud_psc_fill(1, va << 9, table, 0))
             } else {
+                if c == 0 {
+                    late.psc_fill(1, va, table, 0);
+                }
                 tlbs[c].psc_fill(1, va, table, 0)
             };
             if let Some(swap) = swap {
@@ -173,6 +182,7 @@ mod tests {
         }
         // Rows are neither all empty nor all full: the test tells them apart.
         assert!(partial > 10, "{partial}");
+        assert_eq!(late.keep_table_slots().psc_pfns(), tlbs[0].psc_pfns());
         let built = PscIndex::of(tlbs.iter().map(|t| t.psc_pfns()));
         assert_eq!(built.0.unwrap().bits, idx.0.unwrap().bits);
     }
