@@ -302,7 +302,7 @@ fn check_table_uncached(
         }
     };
     match w.psc_index.0.cpus(table) {
-        // Only the CPUs whose filter has the table's bucket can hold it.
+        // Only the CPUs in the row of the table's bucket can hold it.
         Some(cpus) => cpus.for_each(|c| ask(&w.cpus[c])),
         None => w.cpus.iter().for_each(ask),
     }
