@@ -70,8 +70,8 @@ struct FrameMeta {
 #[derive(Clone, Debug)]
 struct Table {
     e: [u64; PTRS_PER_TABLE],
-    /// Wrapping sum of [`entry_digest`] over the entries (not kept, and
-    /// 0, when the memory defers digests: [`PhysMem::defer_digests`]).
+    /// Wrapping sum of [`entry_digest`] over the entries (not kept, so
+    /// stale, once the memory defers digests: [`PhysMem::defer_digests`]).
     digest: u64,
     /// How many entries are not 0 (follows from `e`).
     used: u16,
@@ -225,12 +225,7 @@ impl PhysMem {
     /// them instead (the same hash, at 512 entries a table). For a memory
     /// that is written far more often than hashed.
     pub fn defer_digests(&mut self) {
-        if std::mem::replace(&mut self.defer_digests, true) {
-            return;
-        }
-        for t in self.tables.iter_mut().flatten() {
-            table_mut(t).digest = 0;
-        }
+        self.defer_digests = true;
     }
 
     /// Allocate a frame for `usage` (`alloc_page`, `pte_alloc_one`, ...).

@@ -480,26 +480,11 @@ pub struct PscSwap {
     pub gone: Option<Pfn>,
 }
 
-/// A set of table buckets (`pfn % 256`): which tables a TLB's
-/// paging-structure caches may hold ([`Tlb::psc_filter`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct PscFilter([u64; 4]);
-
-impl PscFilter {
-    const BUCKETS: usize = 256;
-
-    /// The bucket of `table`.
-    #[inline]
-    fn bucket(table: Pfn) -> usize {
-        table as usize % Self::BUCKETS
-    }
-
-    /// Is `table`'s bucket in the set?
-    #[inline]
-    fn has(&self, table: Pfn) -> bool {
-        let b = Self::bucket(table);
-        self.0[b / 64] & 1 << (b % 64) != 0
-    }
+/// The bucket of a table in the paging-structure caches' filters
+/// ([`Hints::tables`], `Tlb::psc_tables`).
+#[inline]
+fn psc_bucket(table: Pfn) -> usize {
+    table as usize % 256
 }
 
 #[derive(Debug)]
@@ -541,10 +526,10 @@ impl Hints {
     /// `table` was just cached in place of an entry of `gone` (if valid);
     /// whether `gone`'s bucket still holds a table.
     fn note_table(&mut self, table: Pfn, gone: Option<Pfn>) -> bool {
-        let n = &mut self.tables[PscFilter::bucket(table)];
+        let n = &mut self.tables[psc_bucket(table)];
         *n = n.saturating_add(1);
         let Some(g) = gone else { return false };
-        let n = &mut self.tables[PscFilter::bucket(g)];
+        let n = &mut self.tables[psc_bucket(g)];
         if *n != u8::MAX {
             *n -= 1;
         }
@@ -680,7 +665,8 @@ impl Tlb {
 
     /// Does the paging-structure cache hold a live pointer to `table` for `asid`?
     pub fn psc_holds(&self, asid: u16, table: Pfn) -> bool {
-        if !self.psc_filter().has(table) {
+        let b = psc_bucket(table);
+        if self.psc_tables[b / 64] & 1 << (b % 64) == 0 {
             return false;
         }
         let d = self.d();
@@ -697,20 +683,13 @@ impl Tlb {
                 .any(|(&p, e)| p == table && live(e))
     }
 
-    /// The buckets of the tables the paging-structure caches hold (live
-    /// or stale): `psc_holds` of a table outside them is false.
-    #[inline]
-    fn psc_filter(&self) -> PscFilter {
-        PscFilter(self.psc_tables)
-    }
-
     /// `table` was just cached in place of an entry of `gone` (if valid),
     /// whose bucket still holds a table if `left`: the filter follows.
     fn note_table(&mut self, table: Pfn, gone: Option<Pfn>, left: bool) {
-        let b = PscFilter::bucket(table);
+        let b = psc_bucket(table);
         self.psc_tables[b / 64] |= 1 << (b % 64);
         if let Some(g) = gone {
-            let b = PscFilter::bucket(g);
+            let b = psc_bucket(g);
             self.psc_tables[b / 64] &= !(1 << (b % 64));
             self.psc_tables[b / 64] |= u64::from(left) << (b % 64);
         }

@@ -344,9 +344,7 @@ pub struct StepView<'a> {
 }
 
 impl Sim {
-    pub fn new(mut world: World, profile: CostProfile, opts: SimOptions) -> Sim {
-        // (The simulator never hashes its world.)
-        world.mem.defer_digests();
+    pub fn new(world: World, profile: CostProfile, opts: SimOptions) -> Sim {
         let n = world.cpus.len();
         let prices = std::sync::Arc::new(Prices::new(|c| profile.ns(c)));
         let mut s = Sim {
