@@ -114,7 +114,7 @@ impl SmpCallFunctionManyCond {
                 // The csds are per CPU (cfd_data), not per call: a flush
                 // that preempted another one's wait (seed (a)) finds them
                 // locked. Spin with preemption off, as csd_lock() does.
-                w.cpus[cpu as usize].preempt_count += 1;
+                w.preempt_disable(cpu);
                 fx.label(Label::CsdLockWait {
                     n: self.csd_busy.iter().count() as u32,
                 });
@@ -122,7 +122,7 @@ impl SmpCallFunctionManyCond {
                 Flow::Block
             }
             Pc::CsdLock => {
-                w.cpus[cpu as usize].preempt_count -= 1;
+                w.preempt_enable(cpu);
                 self.csd_busy.clear_all();
                 self.pc = Pc::Queue;
                 Flow::Continue

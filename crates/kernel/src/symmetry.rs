@@ -327,7 +327,8 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
         files,
         next_ctx_id,
         membufs,
-        psc_index: _, // a hint: hashes to nothing
+        psc_index: _,      // a hint: hashes to nothing
+        atomic_nesting: _, // a hint: hashes to nothing
     } = w;
     let mut h = H::default();
     (cfg, now, mem, op_names, measuring).hash(&mut h);

@@ -807,6 +807,10 @@ pub struct World {
     /// Which CPUs' paging-structure caches may hold each table (the
     /// invariant-3 monitor's index).
     pub psc_index: Hint<crate::hw::psc_index::PscIndex>,
+    /// The sum over CPUs of `irqs_off + preempt_count`: zero when no CPU is
+    /// in an RCU read-side section, which `call_rcu` asks at every freed
+    /// page-table batch. Kept by [`World::local_irq_disable`] and its kin.
+    pub atomic_nesting: Hint<u32>,
 }
 
 /// Violations kept in full; later ones are only counted.
@@ -942,6 +946,7 @@ impl World {
             next_ctx_id: 2,
             membufs: vec![Default::default(); n].into(),
             psc_index: Hint(crate::hw::psc_index::PscIndex::new(n)),
+            atomic_nesting: Hint(0),
         })
     }
 
@@ -1093,6 +1098,45 @@ impl World {
                 }
             }
         }
+    }
+
+    /// include/linux/irqflags.h: `local_irq_disable` (or `_save`) on `cpu`,
+    /// for a window that spans steps. The count only.
+    pub fn local_irq_disable(&mut self, cpu: CpuId) {
+        self.cpus[cpu as usize].irqs_off += 1;
+        self.atomic_nesting.0 += 1;
+    }
+
+    /// include/linux/irqflags.h: `local_irq_enable` (or `_restore`) on `cpu`.
+    pub fn local_irq_enable(&mut self, cpu: CpuId) {
+        self.cpus[cpu as usize].irqs_off -= 1;
+        self.atomic_nesting.0 -= 1;
+    }
+
+    /// include/linux/preempt.h: `preempt_disable` (`get_cpu`) on `cpu`.
+    pub fn preempt_disable(&mut self, cpu: CpuId) {
+        self.cpus[cpu as usize].preempt_count += 1;
+        self.atomic_nesting.0 += 1;
+    }
+
+    /// include/linux/preempt.h: `preempt_enable` (`put_cpu`) on `cpu`: the
+    /// count only; the preemption point is the caller's next step.
+    pub fn preempt_enable(&mut self, cpu: CpuId) {
+        self.cpus[cpu as usize].preempt_count -= 1;
+        self.atomic_nesting.0 -= 1;
+    }
+
+    /// Is some CPU in an RCU read-side section (IRQs or preemption off)?
+    pub fn any_cpu_atomic(&self) -> bool {
+        debug_assert_eq!(
+            self.atomic_nesting.0,
+            self.cpus
+                .iter()
+                .map(|c| c.irqs_off as u32 + c.preempt_count)
+                .sum::<u32>(),
+            "an IRQ or preemption count changed outside World::local_irq_disable and kin"
+        );
+        self.atomic_nesting.0 != 0
     }
 
     /// May the task running on `cpu` be preempted now? In user mode, IRQs

@@ -20,7 +20,7 @@ fn finish(buffered: bool) -> (Flow, Pc, u32) {
         assert!(w.membufs[0].push(Loc::IsLazy(0), 0).is_none());
     }
     // As left by Start (get_cpu) and Dispatch.
-    w.cpus[0].preempt_count = 1;
+    w.preempt_disable(0);
     let mut f = FlushTlbMmRange::new(mm, 0, 4096, 12, false);
     f.pc = Pc::Done;
     let flow = f.step(&mut w, 0, t, &mut Effects::default());

@@ -231,8 +231,8 @@ fn table_free_waits_for_rcu_readers() {
     let in_use = w.mem.in_use();
     let t1 = w.mem.alloc(FrameUse::Table(1)).unwrap();
     let t2 = w.mem.alloc(FrameUse::Table(1)).unwrap();
-    w.cpus[1].irqs_off = 1;
-    w.cpus[3].preempt_count = 1;
+    w.local_irq_disable(1);
+    w.preempt_disable(3);
     tlb_remove_table_free(&mut w, mm, vec![t1, t2], &mut fx);
     assert_eq!(w.mem.in_use(), in_use + 2, "held back by CPU1 and CPU3");
     rcu_quiescent_state(&mut w, 1, &mut fx);
@@ -242,8 +242,8 @@ fn table_free_waits_for_rcu_readers() {
     assert_eq!(w.counters.rcu_table_batches, 1);
     // No reader: freed at once, no batch.
     let t3 = w.mem.alloc(FrameUse::Table(1)).unwrap();
-    w.cpus[1].irqs_off = 0;
-    w.cpus[3].preempt_count = 0;
+    w.local_irq_enable(1);
+    w.preempt_enable(3);
     tlb_remove_table_free(&mut w, mm, vec![t3], &mut fx);
     assert_eq!(w.mem.in_use(), in_use);
     assert_eq!(w.counters.rcu_table_batches, 1);

@@ -88,7 +88,7 @@ impl GupFast {
                 publish(w, cpu, 0, fx);
             }
             // local_irq_restore
-            w.cpus[cpu as usize].irqs_off -= 1;
+            w.local_irq_enable(cpu);
             self.irqs_off = false;
         }
         Flow::Return
@@ -100,7 +100,7 @@ impl GupFast {
         if self.pc == Pc::Pmd && !self.irqs_off {
             // local_irq_save
             w.counters.gup_fast += 1;
-            w.cpus[cpu as usize].irqs_off += 1;
+            w.local_irq_disable(cpu);
             self.irqs_off = true;
             if w.cfg.mm.targeted_table_sync && !w.cfg.inject.gup_fast_publish_late {
                 lockless_pt_walk_begin(w, cpu, mm, fx);

@@ -214,6 +214,9 @@ pub fn free_batches(w: &mut World, tlb: &mut MmuGather, fx: &mut Effects) {
 /// the pages wait for every CPU that is inside an RCU read-side section now
 /// (IRQs or preemption off, e.g. a GUP-fast walk, or a vCPU preempted in one).
 pub fn tlb_remove_table_free(w: &mut World, mm: MmId, tables: Vec<Pfn>, fx: &mut Effects) {
+    if !w.any_cpu_atomic() {
+        return free_tables(w, mm, &tables, fx);
+    }
     let mut waiting = machine::CpuMask::new(w.cpus.len());
     for c in &w.cpus {
         if c.irqs_off > 0 || c.preempt_count > 0 {
@@ -563,6 +566,9 @@ pub fn tlb_remove_table_sync_rcu(
     w.counters.table_sync_rcu += 1;
     fx.label(Label::TableSyncRcu { skipped: false });
     fx.cost(Cost::SynchronizeRcu, 1);
+    if !w.any_cpu_atomic() {
+        return false;
+    }
     let mut waiting = machine::CpuMask::new(w.cpus.len());
     for c in w.cpus.iter().filter(|c| c.id != cpu) {
         if c.irqs_off > 0 || c.preempt_count > 0 {

@@ -289,7 +289,7 @@ impl FlushTlbRange {
     pub fn step(&mut self, w: &mut World, cpu: CpuId, _task: TaskId, fx: &mut Effects) -> Flow {
         match self.pc {
             Pc::Start => {
-                w.cpus[cpu as usize].preempt_count += 1;
+                w.preempt_disable(cpu);
                 fx.cost(Cost::FlushInfoInit, 1);
                 if self.cmask.is_empty() {
                     self.pc = Pc::Done;
@@ -392,7 +392,7 @@ impl FlushTlbRange {
                 }
             }
             Pc::Done => {
-                w.cpus[cpu as usize].preempt_count -= 1;
+                w.preempt_enable(cpu);
                 Flow::Return
             }
         }

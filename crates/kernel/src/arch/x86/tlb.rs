@@ -171,7 +171,7 @@ impl FlushTlbMmRange {
                 // Upstream: get_cpu() for the whole flush, wait included.
                 // Seed (a) v7: migrate_disable() only; preemption stays on.
                 if !w.cfg.preemptible_flush {
-                    w.cpus[cpu as usize].preempt_count += 1;
+                    w.preempt_disable(cpu);
                 }
                 let new_tlb_gen = inc_mm_tlb_gen_on(w, cpu, self.mm, fx);
                 self.info = Some(get_flush_tlb_info(
@@ -236,7 +236,7 @@ impl FlushTlbMmRange {
                     w.cpus[c as usize].flush_info_busy = false;
                 }
                 if !w.cfg.preemptible_flush {
-                    w.cpus[cpu as usize].preempt_count -= 1;
+                    w.preempt_enable(cpu);
                 }
                 fx.stat(Stat::OpEnd(task, OP_FLUSH_TLB_MM_RANGE));
                 Flow::Return
@@ -927,7 +927,7 @@ pub fn switch_mm_irqs_off_begin(w: &mut World, cpu: CpuId, next: MmId, fx: &mut 
         from: w.cpus[cpu as usize].tlbstate.loaded_mm,
         to: next,
     });
-    w.cpus[cpu as usize].irqs_off += 1;
+    w.local_irq_disable(cpu);
     let mut f = SwitchMmIrqsOff {
         next,
         prev: next,
@@ -1031,7 +1031,7 @@ impl SwitchMmIrqsOff {
 
     /// `local_irq_enable()` after `context_switch`.
     fn finish(&self, w: &mut World, cpu: CpuId) -> Flow {
-        w.cpus[cpu as usize].irqs_off -= 1;
+        w.local_irq_enable(cpu);
         Flow::Return
     }
 }

@@ -58,7 +58,7 @@ impl FlushTlbKernelRange {
         match self.pc {
             Pc::Start => {
                 // guard(preempt)()
-                w.cpus[cpu as usize].preempt_count += 1;
+                w.preempt_disable(cpu);
                 self.info = Some(get_flush_tlb_info(
                     w,
                     cpu,
@@ -92,7 +92,7 @@ impl FlushTlbKernelRange {
             }
             Pc::Done => {
                 put_flush_tlb_info(w, self.info);
-                w.cpus[cpu as usize].preempt_count -= 1;
+                w.preempt_enable(cpu);
                 Flow::Return
             }
         }
@@ -230,7 +230,7 @@ impl ArchTlbbatchFlush {
                     cpus: self.batch.cpumask.weight(),
                 });
                 // get_cpu()
-                w.cpus[cpu as usize].preempt_count += 1;
+                w.preempt_disable(cpu);
                 self.info = Some(get_flush_tlb_info(
                     w,
                     cpu,
@@ -266,7 +266,7 @@ impl ArchTlbbatchFlush {
             }
             Pc::Done => {
                 put_flush_tlb_info(w, self.info);
-                w.cpus[cpu as usize].preempt_count -= 1;
+                w.preempt_enable(cpu);
                 Flow::Return
             }
         }
