@@ -443,6 +443,11 @@ pub struct Tlb {
     /// asked for it (the checker's small machines do without, and their
     /// copies of a TLB copy nothing more). A hint, as `missed`.
     pfns: Option<Box<[Pfn]>>,
+    /// With `pfns`: a byte per slot of the PTE-table cache (not the
+    /// PUD-entry cache), [`psc_fingerprint`] of its region and ASID, eight
+    /// to a word, so that a lookup or fill reads in full only the slots
+    /// whose byte matches (as [`Entries`]' fingerprints).
+    psc_fps: Option<Box<[u64]>>,
 }
 
 impl Clone for Tlb {
@@ -454,6 +459,7 @@ impl Clone for Tlb {
             psc_tables: self.psc_tables,
             filled: self.filled,
             pfns: self.pfns.clone(),
+            psc_fps: self.psc_fps.clone(),
         }
     }
 }
@@ -485,6 +491,36 @@ fn any_pfn_slot(pfns: &[Pfn], table: Pfn, mut f: impl FnMut(usize) -> bool) -> b
     (chunks.remainder().iter())
         .enumerate()
         .any(|(k, &p)| p == table && f(base + k))
+}
+
+/// The byte of a paging-structure-cache slot in [`Tlb`]'s `psc_fps`.
+#[inline(always)]
+fn psc_fingerprint(region: u64, asid: u16) -> u64 {
+    fingerprint(region ^ u64::from(asid) << 48)
+}
+
+/// The first of the `n` slots whose byte in `fps` is `fp` and which
+/// satisfies `f` (given its index).
+#[inline]
+fn first_psc_slot(
+    fps: &[u64],
+    n: usize,
+    fp: u64,
+    mut f: impl FnMut(usize) -> bool,
+) -> Option<usize> {
+    let pattern = fp * 0x0101_0101_0101_0101;
+    let mut c = Candidates {
+        pattern,
+        word: 0,
+        m: zero_bytes(fps.first()? ^ pattern),
+        ways: n,
+    };
+    while let Some(j) = c.next(fps) {
+        if f(j) {
+            return Some(j);
+        }
+    }
+    None
 }
 
 /// A paging-structure-cache fill: the table cached, and the table of the
@@ -583,6 +619,7 @@ impl Tlb {
             psc_tables: [0; 4],
             filled: 0,
             pfns: None,
+            psc_fps: None,
             s: Arc::new(Shared {
                 data,
                 digest: AtomicU64::new(0),
@@ -597,8 +634,19 @@ impl Tlb {
     /// Keep the table of each paging-structure-cache slot apart
     /// ([`Tlb::psc_pfns`]), for a TLB that is asked `psc_holds` often.
     pub fn keep_table_slots(mut self) -> Self {
-        let slots = self.d().caches.iter();
-        self.pfns = Some(slots.map(|e| if e.valid { e.table } else { 0 }).collect());
+        let slots = &self.d().caches;
+        self.pfns = Some(
+            slots
+                .iter()
+                .map(|e| if e.valid { e.table } else { 0 })
+                .collect(),
+        );
+        let psc = self.d().psc();
+        let mut fps = vec![0u64; psc.len().div_ceil(8)];
+        for (i, e) in psc.iter().enumerate() {
+            fps[i / 8] |= psc_fingerprint(e.region, e.asid) << (8 * (i % 8));
+        }
+        self.psc_fps = Some(fps.into());
         self
     }
 
@@ -671,7 +719,7 @@ impl Tlb {
     /// Look up the PTE table that maps `va`'s 2 MiB region.
     pub fn psc_lookup(&self, asid: u16, va: u64) -> Option<PscHit> {
         let mru = self.psc_mru.load(Ordering::Relaxed) as usize;
-        let (slot, hit) = self.d().psc_lookup(mru, asid, va)?;
+        let (slot, hit) = self.d().psc_lookup(mru, asid, va, &self.psc_fps)?;
         if slot != mru {
             self.psc_mru.store(slot as u32, Ordering::Relaxed);
         }
@@ -718,12 +766,19 @@ impl Tlb {
         if self.d().psc().get(mru) == Some(&e) {
             return None;
         }
+        let mut fps = self.psc_fps.take();
         let s = self.shared_mut();
         let d = &mut s.data;
         let n = d.caches.len() - UPPER_ENTRIES;
         let psc = &mut d.caches[..n];
-        let (slot, gone) = TlbData::cache_insert(psc, &mut d.psc_next, e);
+        let (slot, gone) = TlbData::cache_insert(psc, &mut d.psc_next, e, fps.as_deref());
         let left = s.hints.note_table(table, gone);
+        if let Some(f) = &mut fps {
+            let shift = 8 * (slot % 8);
+            let w = &mut f[slot / 8];
+            *w = *w & !(0xff << shift) | psc_fingerprint(e.region, e.asid) << shift;
+        }
+        self.psc_fps = fps;
         self.note_table(table, gone, left);
         if let Some(p) = &mut self.pfns {
             p[slot] = table;
@@ -740,7 +795,7 @@ impl Tlb {
         let d = &mut s.data;
         let n = d.caches.len() - UPPER_ENTRIES;
         let upper = &mut d.caches[n..];
-        let (slot, gone) = TlbData::cache_insert(upper, &mut d.upper_next, e);
+        let (slot, gone) = TlbData::cache_insert(upper, &mut d.upper_next, e, None);
         let left = s.hints.note_table(table, gone);
         self.note_table(table, gone, left);
         if let Some(p) = &mut self.pfns {
@@ -1200,7 +1255,14 @@ impl TlbData {
 
     /// Look up the PTE table that maps `va`'s 2 MiB region, probing slot
     /// `mru` first; and its slot.
-    pub fn psc_lookup(&self, mru: usize, asid: u16, va: u64) -> Option<(usize, PscHit)> {
+    /// `fps`: the slots' [`psc_fingerprint`]s, if kept.
+    pub fn psc_lookup(
+        &self,
+        mru: usize,
+        asid: u16,
+        va: u64,
+        fps: &Option<Box<[u64]>>,
+    ) -> Option<(usize, PscHit)> {
         let region = va >> crate::HPAGE_SHIFT;
         let (epoch, pepoch) = self.epochs_of(asid);
         let hit = |p: &&PscEntry| p.region == region && self.psc_live(p, asid, epoch, pepoch);
@@ -1210,7 +1272,7 @@ impl TlbData {
         let psc = self.psc();
         let slot = match psc.get(mru).filter(hit) {
             Some(_) => mru,
-            None => psc.iter().position(|p| hit(&p))?,
+            None => self.psc_scan(asid, region, fps.as_deref())?,
         };
         let p = &psc[slot];
         let found = PscHit {
@@ -1218,6 +1280,24 @@ impl TlbData {
             table_gen: p.table_gen,
         };
         Some((slot, found))
+    }
+
+    /// The slot of `psc_lookup`'s entry when it is not in the MRU slot
+    /// (kept out of line: the MRU hit is the common case).
+    #[inline(never)]
+    fn psc_scan(&self, asid: u16, region: u64, fps: Option<&[u64]>) -> Option<usize> {
+        let (epoch, pepoch) = self.epochs_of(asid);
+        let hit = |p: &PscEntry| p.region == region && self.psc_live(p, asid, epoch, pepoch);
+        let psc = self.psc();
+        match fps {
+            Some(f) => first_psc_slot(
+                f,
+                psc.len(),
+                psc_fingerprint(region, asid),
+                |i| hit(&psc[i]),
+            ),
+            None => psc.iter().position(hit),
+        }
     }
 
     /// Is this paging-structure-cache entry valid, of `asid`, and filled
@@ -1234,12 +1314,22 @@ impl TlbData {
 
     /// Replace the entry of the same region and ASID, else a round-robin
     /// victim; the slot written and the table of the valid entry replaced,
-    /// if any.
-    fn cache_insert(cache: &mut [PscEntry], next: &mut u32, e: PscEntry) -> (usize, Option<Pfn>) {
-        let slot = match cache
-            .iter()
-            .position(|p| p.valid && p.region == e.region && p.asid == e.asid)
-        {
+    /// if any. `fps`: the slots' [`psc_fingerprint`]s, if kept.
+    fn cache_insert(
+        cache: &mut [PscEntry],
+        next: &mut u32,
+        e: PscEntry,
+        fps: Option<&[u64]>,
+    ) -> (usize, Option<Pfn>) {
+        let same = |p: &PscEntry| p.valid && p.region == e.region && p.asid == e.asid;
+        let found = match fps {
+            Some(f) => {
+                let fp = psc_fingerprint(e.region, e.asid);
+                first_psc_slot(f, cache.len(), fp, |i| same(&cache[i]))
+            }
+            None => cache.iter().position(same),
+        };
+        let slot = match found {
             Some(i) => i,
             None => {
                 let i = *next as usize;
@@ -1730,11 +1820,13 @@ mod tests {
         }
     }
 
-    /// With the slots' tables kept (`keep_table_slots`, 36 slots: four
-    /// chunks of eight and four more), `psc_holds` answers as from the
-    /// entries alone, over fills, flushes of one address and of an ASID.
+    /// With the slots' tables and fingerprints kept (`keep_table_slots`,
+    /// 36 slots: four chunks of eight and four more), `psc_holds`,
+    /// `psc_lookup` and the fills answer as from the entries alone, over
+    /// fills, flushes of one address and of an ASID, with regions shared
+    /// by several ASIDs.
     #[test]
-    fn psc_holds_with_table_slots_answers_as_without() {
+    fn psc_with_table_slots_answers_as_without() {
         let mut kept = Tlb::new(64, 4, 32).keep_table_slots();
         let mut plain = Tlb::new(64, 4, 32);
         let mut x = 99u64;
@@ -1746,16 +1838,20 @@ mod tests {
             let asid = 1 + (x >> 60) as u16 % 3;
             let va = ((x >> 20) % 64) << 21;
             let table = 1 + (x >> 30) as u32 % 80;
-            for t in [&mut kept, &mut plain] {
-                match step % 8 {
-                    0 => t.flush_one(asid, va),
-                    1 if x & 1 << 9 != 0 => t.flush_asid(asid),
-                    2 => drop(t.pud_psc_fill(asid, va << 9, table, 0)),
-                    _ => drop(t.psc_fill(asid, va, table, 0)),
-                }
-            }
+            let swaps: Vec<_> = [&mut kept, &mut plain]
+                .into_iter()
+                .map(|t| match step % 8 {
+                    0 => (t.flush_one(asid, va), None).1,
+                    1 if x & 1 << 9 != 0 => (t.flush_asid(asid), None).1,
+                    2 => Some(t.pud_psc_fill(asid, va << 9, table, 0)),
+                    _ => t.psc_fill(asid, va, table, 0),
+                })
+                .collect();
+            assert_eq!(swaps[0], swaps[1]);
             let ask = 1 + (x >> 40) as u32 % 80;
             assert_eq!(kept.psc_holds(asid, ask), plain.psc_holds(asid, ask));
+            let at = ((x >> 44) % 64) << 21;
+            assert_eq!(kept.psc_lookup(asid, at), plain.psc_lookup(asid, at));
             held += usize::from(plain.psc_holds(asid, ask));
         }
         assert!(held > 500, "{held}");
