@@ -448,6 +448,10 @@ pub struct Tlb {
     /// to a word, so that a lookup or fill reads in full only the slots
     /// whose byte matches (as [`Entries`]' fingerprints).
     psc_fps: Option<Box<[u64]>>,
+    /// With `pfns`: a byte per slot of both caches, the [`fingerprint`] of
+    /// its table, so that `psc_holds` compares in full only the slots
+    /// whose byte matches.
+    table_fps: Option<Box<[u64]>>,
 }
 
 impl Clone for Tlb {
@@ -460,6 +464,7 @@ impl Clone for Tlb {
             filled: self.filled,
             pfns: self.pfns.clone(),
             psc_fps: self.psc_fps.clone(),
+            table_fps: self.table_fps.clone(),
         }
     }
 }
@@ -467,30 +472,21 @@ impl Clone for Tlb {
 /// The ASID and 4 KiB tag of a lookup that missed (see [`Tlb`]).
 type Missed = Option<(u16, u64)>;
 
-/// Does a slot of `pfns` holding `table` satisfy `f` (given its index)?
-/// The slots are compared eight at a time into a bit mask, without an
-/// early exit per entry (the compiler compares them in vector
-/// instructions), and `f` is asked only for the slots that match.
-#[inline]
-fn any_pfn_slot(pfns: &[Pfn], table: Pfn, mut f: impl FnMut(usize) -> bool) -> bool {
-    let mut chunks = pfns.chunks_exact(8);
-    for (n, c) in chunks.by_ref().enumerate() {
-        let c: &[Pfn; 8] = c.try_into().expect("a chunk of 8");
-        let mut m = 0u32;
-        for (k, &p) in c.iter().enumerate() {
-            m |= u32::from(p == table) << k;
-        }
-        while m != 0 {
-            if f(8 * n + m.trailing_zeros() as usize) {
-                return true;
-            }
-            m &= m - 1;
-        }
+/// Fingerprint bytes, eight to a word: `fps` with byte `i` set to `fp`.
+#[inline(always)]
+fn set_fp(fps: &mut [u64], i: usize, fp: u64) {
+    let shift = 8 * (i % 8);
+    let w = &mut fps[i / 8];
+    *w = *w & !(0xff << shift) | fp << shift;
+}
+
+/// The fingerprint bytes of `keys`, eight to a word.
+fn fps_of(keys: impl ExactSizeIterator<Item = u64>) -> Box<[u64]> {
+    let mut fps = vec![0u64; keys.len().div_ceil(8)];
+    for (i, k) in keys.enumerate() {
+        set_fp(&mut fps, i, k);
     }
-    let base = pfns.len() - chunks.remainder().len();
-    (chunks.remainder().iter())
-        .enumerate()
-        .any(|(k, &p)| p == table && f(base + k))
+    fps.into()
 }
 
 /// The byte of a paging-structure-cache slot in [`Tlb`]'s `psc_fps`.
@@ -620,6 +616,7 @@ impl Tlb {
             filled: 0,
             pfns: None,
             psc_fps: None,
+            table_fps: None,
             s: Arc::new(Shared {
                 data,
                 digest: AtomicU64::new(0),
@@ -641,12 +638,14 @@ impl Tlb {
                 .map(|e| if e.valid { e.table } else { 0 })
                 .collect(),
         );
-        let psc = self.d().psc();
-        let mut fps = vec![0u64; psc.len().div_ceil(8)];
-        for (i, e) in psc.iter().enumerate() {
-            fps[i / 8] |= psc_fingerprint(e.region, e.asid) << (8 * (i % 8));
-        }
-        self.psc_fps = Some(fps.into());
+        let psc = self.d().psc().iter();
+        self.psc_fps = Some(fps_of(psc.map(|e| psc_fingerprint(e.region, e.asid))));
+        let tables = self
+            .d()
+            .caches
+            .iter()
+            .map(|e| fingerprint(u64::from(e.table)));
+        self.table_fps = Some(fps_of(tables));
         self
     }
 
@@ -735,11 +734,15 @@ impl Tlb {
         let d = self.d();
         let (epoch, pepoch) = d.epochs_of(asid);
         let live = |e: &PscEntry| d.psc_live(e, asid, epoch, pepoch);
-        let Some(pfns) = &self.pfns else {
+        let (Some(pfns), Some(fps)) = (&self.pfns, &self.table_fps) else {
             return d.caches.iter().any(|e| e.table == table && live(e));
         };
-        // Only the slots holding the table are read in full.
-        any_pfn_slot(pfns, table, |i| live(&d.caches[i]))
+        // Only the slots whose byte matches are read in full.
+        let fp = fingerprint(u64::from(table));
+        first_psc_slot(fps, pfns.len(), fp, |i| {
+            pfns[i] == table && live(&d.caches[i])
+        })
+        .is_some()
     }
 
     /// `table` was just cached in place of an entry of `gone` (if valid),
@@ -751,6 +754,16 @@ impl Tlb {
             let b = psc_bucket(g);
             self.psc_tables[b / 64] &= !(1 << (b % 64));
             self.psc_tables[b / 64] |= u64::from(left) << (b % 64);
+        }
+    }
+
+    /// Slot `slot` (of both caches) now holds `table`: `pfns` and
+    /// `table_fps` follow, if kept.
+    #[inline(always)]
+    fn note_slot_table(&mut self, slot: usize, table: Pfn) {
+        if let (Some(p), Some(f)) = (&mut self.pfns, &mut self.table_fps) {
+            p[slot] = table;
+            set_fp(f, slot, fingerprint(u64::from(table)));
         }
     }
 
@@ -774,15 +787,11 @@ impl Tlb {
         let (slot, gone) = TlbData::cache_insert(psc, &mut d.psc_next, e, fps.as_deref());
         let left = s.hints.note_table(table, gone);
         if let Some(f) = &mut fps {
-            let shift = 8 * (slot % 8);
-            let w = &mut f[slot / 8];
-            *w = *w & !(0xff << shift) | psc_fingerprint(e.region, e.asid) << shift;
+            set_fp(f, slot, psc_fingerprint(e.region, e.asid));
         }
         self.psc_fps = fps;
         self.note_table(table, gone, left);
-        if let Some(p) = &mut self.pfns {
-            p[slot] = table;
-        }
+        self.note_slot_table(slot, table);
         *self.psc_mru.get_mut() = slot as u32;
         Some(PscSwap { table, gone })
     }
@@ -798,9 +807,7 @@ impl Tlb {
         let (slot, gone) = TlbData::cache_insert(upper, &mut d.upper_next, e, None);
         let left = s.hints.note_table(table, gone);
         self.note_table(table, gone, left);
-        if let Some(p) = &mut self.pfns {
-            p[n + slot] = table;
-        }
+        self.note_slot_table(n + slot, table);
         PscSwap { table, gone }
     }
 
