@@ -251,33 +251,6 @@ pub struct ViolationRecord {
     pub trace: Vec<String>,
 }
 
-/// The engine's state of one CPU, beside the world's.
-#[derive(Clone, Default)]
-struct CpuState {
-    /// A `Kind::Step` event of this CPU is in the heap.
-    scheduled: bool,
-    irq_arrived: bool,
-    /// The hrtimer expired; its interrupt waits for IRQs to be on.
-    timer_due: bool,
-    busy_until: Time,
-    /// An NMI handler occupies the CPU until then.
-    stall_until: Time,
-    /// A tick set `need_resched` for this task (kernel/sched/core.c:
-    /// `sched_tick` -> `resched_curr`); the task is preempted at its next
-    /// preemption point (the first step at which it can be preempted:
-    /// `preempt_enable`, IRQs back on, the return to user), and the flag
-    /// goes with it if it leaves the CPU first (`schedule` clears it).
-    tick_pending: Option<TaskId>,
-    /// The armed hrtimer: (task, op to start, expiry).
-    timer: Option<(TaskId, u16, Time)>,
-    /// arm64: how many broadcast TLBIs this core has been charged snoop
-    /// work for (of `Sim::dvm_ops`).
-    dvm_seen: u64,
-    /// Wake-ups sent while a step was pending, as (time, seq), kept out
-    /// of the heap ([`Sim::wake`]).
-    lazy_wakes: Vec<(Time, u64)>,
-}
-
 /// The simulator: a world plus time.
 pub struct Sim {
     pub world: World,
@@ -286,11 +259,26 @@ pub struct Sim {
     heap: crate::queue::Queue<Ev>,
     seq: u64,
     pub now: Time,
-    /// The engine's state of each CPU (one place: an event reads several
-    /// fields of its CPU).
-    cpu: Vec<CpuState>,
+    scheduled: Vec<bool>,
+    /// Wake-ups sent to a CPU while it had a step pending, as (time, seq),
+    /// kept out of the heap ([`Sim::wake`]).
+    lazy_wakes: Vec<Vec<(Time, u64)>>,
     /// The key of the event popped last.
     last_key: u128,
+    busy_until: Vec<Time>,
+    /// An NMI handler occupies the CPU until then.
+    stall_until: Vec<Time>,
+    irq_arrived: Vec<bool>,
+    /// A tick set `need_resched` for this task (kernel/sched/core.c:
+    /// `sched_tick` -> `resched_curr`); the task is preempted at its next
+    /// preemption point (the first step at which it can be preempted:
+    /// `preempt_enable`, IRQs back on, the return to user), and the flag
+    /// goes with it if it leaves the CPU first (`schedule` clears it).
+    tick_pending: Vec<Option<TaskId>>,
+    /// Each CPU's armed hrtimer: (task, op to start, expiry).
+    timer: Vec<Option<(TaskId, u16, Time)>>,
+    /// The hrtimer expired; its interrupt waits for IRQs to be on.
+    timer_due: Vec<bool>,
     cache: CacheModel,
     /// The step's effects, reused (boxed: a step takes it out and puts it
     /// back, moving a pointer instead of the 152-byte struct).
@@ -319,9 +307,10 @@ pub struct Sim {
     pub ops_done: u64,
     /// arm64: when the shared DVM path is free again (ps).
     dvm_free_ps: u64,
-    /// arm64: broadcast TLBIs issued so far (`CpuState::dvm_seen`: how
-    /// many of them each core has already been charged snoop work for).
+    /// arm64: broadcast TLBIs issued so far, and how many of them each
+    /// core has already been charged snoop work for.
     pub dvm_ops: u64,
+    dvm_seen: Vec<u64>,
     /// Busy CPU time (every priced step), in ps.
     pub busy_ps: u64,
     /// Of that, TLB maintenance: flush instructions and their completion
@@ -364,8 +353,15 @@ impl Sim {
             heap: crate::queue::Queue::with_capacity(4 * n + 16),
             seq: 0,
             now: 0,
-            cpu: vec![CpuState::default(); n],
+            scheduled: vec![false; n],
+            lazy_wakes: vec![Vec::new(); n],
             last_key: 0,
+            busy_until: vec![0; n],
+            stall_until: vec![0; n],
+            irq_arrived: vec![false; n],
+            tick_pending: vec![None; n],
+            timer: vec![None; n],
+            timer_due: vec![false; n],
             cache: CacheModel::new(n),
             fx: None,
             offsets: Vec::new(),
@@ -383,6 +379,7 @@ impl Sim {
             ops_done: 0,
             dvm_free_ps: 0,
             dvm_ops: 0,
+            dvm_seen: vec![0; n],
             busy_ps: 0,
             maint_ps: 0,
             dvm_wait_ps: 0,
@@ -393,7 +390,7 @@ impl Sim {
         for c in 0..n as CpuId {
             if s.world.can_run(c) {
                 s.push(0, c, Kind::Step);
-                s.cpu[c as usize].scheduled = true;
+                s.scheduled[c as usize] = true;
             }
             if s.opts.nmi_hz > 0 {
                 let t = s.exp(1_000_000_000 / s.opts.nmi_hz as u64);
@@ -457,9 +454,9 @@ impl Sim {
     /// wake-up went through the heap.
     fn wake(&mut self, cpu: CpuId, at: Time) {
         let c = cpu as usize;
-        if self.cpu[c].scheduled && !self.opts.reference {
+        if self.scheduled[c] && !self.opts.reference {
             self.seq += 1;
-            self.cpu[c].lazy_wakes.push((at, self.seq));
+            self.lazy_wakes[c].push((at, self.seq));
         } else {
             self.push(at, cpu, Kind::Wake);
         }
@@ -469,8 +466,8 @@ impl Sim {
     /// before it (no-ops: a step was pending); if none is pending now, the
     /// later ones become heap events.
     fn settle_wakes(&mut self, c: usize, k: u128) {
-        let mut list = std::mem::take(&mut self.cpu[c].lazy_wakes);
-        let pending = self.cpu[c].scheduled;
+        let mut list = std::mem::take(&mut self.lazy_wakes[c]);
+        let pending = self.scheduled[c];
         list.retain(|&(time, seq)| {
             if key(time, seq) < k {
                 self.events += 1;
@@ -483,7 +480,7 @@ impl Sim {
                 true
             }
         });
-        self.cpu[c].lazy_wakes = list;
+        self.lazy_wakes[c] = list;
     }
 
     /// Lazy wake-ups the heap would have delivered before the run ended:
@@ -491,11 +488,10 @@ impl Sim {
     fn count_passed_wakes(&mut self, limit: Option<Time>) {
         let k = self.last_key;
         let n: usize = self
-            .cpu
+            .lazy_wakes
             .iter()
-            .map(|c| {
-                c.lazy_wakes
-                    .iter()
+            .map(|l| {
+                l.iter()
                     .filter(|&&(t, s)| match limit {
                         Some(max) => t <= max,
                         None => key(t, s) < k,
@@ -505,15 +501,15 @@ impl Sim {
             .sum();
         self.events += n as u64;
         self.lazy_wakes_settled += n as u64;
-        for c in &mut self.cpu {
-            c.lazy_wakes.clear();
+        for l in &mut self.lazy_wakes {
+            l.clear();
         }
     }
 
     #[inline(always)]
     fn schedule(&mut self, cpu: CpuId, time: Time) {
-        if !self.cpu[cpu as usize].scheduled {
-            self.cpu[cpu as usize].scheduled = true;
+        if !self.scheduled[cpu as usize] {
+            self.scheduled[cpu as usize] = true;
             self.push(time, cpu, Kind::Step);
         }
     }
@@ -557,31 +553,31 @@ impl Sim {
         let c = cpu as usize;
         match kind {
             Kind::Step => {
-                self.cpu[c].scheduled = false;
+                self.scheduled[c] = false;
                 self.exec(cpu);
-                if !self.cpu[c].lazy_wakes.is_empty() {
+                if !self.lazy_wakes[c].is_empty() {
                     self.settle_wakes(c, self.last_key);
                 }
             }
             Kind::Irq => {
-                self.cpu[c].irq_arrived = true;
-                let t = self.now.max(self.cpu[c].busy_until);
+                self.irq_arrived[c] = true;
+                let t = self.now.max(self.busy_until[c]);
                 self.schedule(cpu, t);
             }
             Kind::Wake => {
-                let t = self.now.max(self.cpu[c].busy_until);
+                let t = self.now.max(self.busy_until[c]);
                 self.schedule(cpu, t);
             }
             Kind::Timer => {
-                if let Some((t, op, due)) = self.cpu[c].timer {
+                if let Some((t, op, due)) = self.timer[c] {
                     if due == self.now {
-                        self.cpu[c].timer = None;
+                        self.timer[c] = None;
                         // The latency clock starts at expiry, not delivery.
                         if op != NO_OP {
                             self.op_begin.insert(t, op, due);
                         }
-                        self.cpu[c].timer_due = true;
-                        let at = self.now.max(self.cpu[c].busy_until);
+                        self.timer_due[c] = true;
+                        let at = self.now.max(self.busy_until[c]);
                         self.schedule(cpu, at);
                     }
                 }
@@ -590,8 +586,8 @@ impl Sim {
                 let t = self.now + self.opts.timeslice_ns;
                 self.push(t, cpu, Kind::Tick);
                 if let Some(t) = self.world.cpus[c].curr {
-                    self.cpu[c].tick_pending = Some(t);
-                    let at = self.now.max(self.cpu[c].busy_until);
+                    self.tick_pending[c] = Some(t);
+                    let at = self.now.max(self.busy_until[c]);
                     self.schedule(cpu, at);
                 }
             }
@@ -641,9 +637,8 @@ impl Sim {
                 self.host_step(cpu, StepKind::VcpuResume);
                 let t = self.now + self.exp(self.opts.vcpu_run_ns);
                 self.push(t, cpu, Kind::Preempt);
-                let at = self.cpu[c].busy_until.max(self.now);
-                if self.world.can_run(cpu)
-                    || (self.cpu[c].irq_arrived && self.world.can_take_irq(cpu))
+                let at = self.busy_until[c].max(self.now);
+                if self.world.can_run(cpu) || (self.irq_arrived[c] && self.world.can_take_irq(cpu))
                 {
                     self.schedule(cpu, at);
                 }
@@ -655,11 +650,8 @@ impl Sim {
     /// The CPU executes something outside the OS's control for `ns`.
     fn stall(&mut self, c: usize, ns: Time) {
         if !self.world.cpus[c].vcpu_preempted {
-            let from = self
-                .now
-                .max(self.cpu[c].busy_until)
-                .max(self.cpu[c].stall_until);
-            self.cpu[c].stall_until = from + ns;
+            let from = self.now.max(self.busy_until[c]).max(self.stall_until[c]);
+            self.stall_until[c] = from + ns;
         }
     }
 
@@ -673,7 +665,7 @@ impl Sim {
         self.world.step(cpu, kind, &mut fx);
         let dur = self.price(cpu, &fx);
         let c = cpu as usize;
-        self.cpu[c].busy_until = self.cpu[c].busy_until.max(self.now) + dur;
+        self.busy_until[c] = self.busy_until[c].max(self.now) + dur;
         self.trace_labels(cpu, &fx);
         if self.on_step.is_some() {
             self.notify(cpu, kind, dur, &fx, nviol);
@@ -724,9 +716,9 @@ impl Sim {
 
     fn exec(&mut self, cpu: CpuId) {
         let c = cpu as usize;
-        if self.now < self.cpu[c].stall_until {
+        if self.now < self.stall_until[c] {
             // Inside an NMI handler: the step runs when it returns.
-            let t = self.cpu[c].stall_until;
+            let t = self.stall_until[c];
             self.schedule(cpu, t);
             return;
         }
@@ -742,7 +734,7 @@ impl Sim {
         self.steps += 1;
         let dur = self.price(cpu, &fx);
         let now = self.now;
-        self.cpu[c].busy_until = now + dur;
+        self.busy_until[c] = now + dur;
         self.deliver(&fx, now);
         self.trace_labels(cpu, &fx);
         if self.on_step.is_some() {
@@ -755,8 +747,8 @@ impl Sim {
                 self.record_violation(v);
             }
         }
-        if (self.cpu[c].irq_arrived && self.world.can_take_irq(cpu))
-            || (self.cpu[c].timer_due && self.world.can_take_timer(cpu))
+        if (self.irq_arrived[c] && self.world.can_take_irq(cpu))
+            || (self.timer_due[c] && self.world.can_take_timer(cpu))
             || self.world.can_run(cpu)
         {
             self.schedule(cpu, now + dur);
@@ -767,14 +759,14 @@ impl Sim {
     /// an arrived IPI, a preemption the tick asked for, or its task.
     fn next_step(&mut self, cpu: CpuId) -> Option<StepKind> {
         let c = cpu as usize;
-        Some(if self.cpu[c].timer_due && self.world.can_take_timer(cpu) {
-            self.cpu[c].timer_due = false;
+        Some(if self.timer_due[c] && self.world.can_take_timer(cpu) {
+            self.timer_due[c] = false;
             StepKind::TimerIrq
-        } else if self.cpu[c].irq_arrived && self.world.can_take_irq(cpu) {
-            self.cpu[c].irq_arrived = false;
+        } else if self.irq_arrived[c] && self.world.can_take_irq(cpu) {
+            self.irq_arrived[c] = false;
             StepKind::TakeIrq
         } else if self.need_resched(cpu) {
-            self.cpu[c].tick_pending = None;
+            self.tick_pending[c] = None;
             let n = self.world.cpus.len() as u64;
             let to = if n > 1 && self.rng.below(100) < self.opts.migrate_pct as u64 {
                 // Another CPU, uniformly.
@@ -808,13 +800,13 @@ impl Sim {
             self.stat(s, at);
         }
         for &(tc, task, op, due) in &fx.timers {
-            self.cpu[tc as usize].timer = Some((task, op, due));
+            self.timer[tc as usize] = Some((task, op, due));
             self.push(due.max(now), tc, Kind::Timer);
         }
         for &(tc, task, cost, n) in &fx.sleeps {
             // An I/O wait: the wake-up starts no measured op.
             let due = now + self.p(cost) * n as u64 / PS;
-            self.cpu[tc as usize].timer = Some((task, NO_OP, due));
+            self.timer[tc as usize] = Some((task, NO_OP, due));
             self.push(due, tc, Kind::Timer);
         }
     }
@@ -825,10 +817,10 @@ impl Sim {
     /// preemption point; dropped if that task no longer runs here.
     fn need_resched(&mut self, cpu: CpuId) -> bool {
         let c = cpu as usize;
-        match self.cpu[c].tick_pending {
+        match self.tick_pending[c] {
             Some(t) if self.world.cpus[c].curr == Some(t) => self.world.can_preempt(cpu),
             Some(_) => {
-                self.cpu[c].tick_pending = None;
+                self.tick_pending[c] = None;
                 false
             }
             None => false,
@@ -850,8 +842,8 @@ impl Sim {
         let c = cpu as usize;
         // Every broadcast TLBI since this core last ran was looked up in its
         // TLB too: that work is stolen from whatever it runs now.
-        let snooped = self.dvm_ops - self.cpu[c].dvm_seen;
-        self.cpu[c].dvm_seen = self.dvm_ops;
+        let snooped = self.dvm_ops - self.dvm_seen[c];
+        self.dvm_seen[c] = self.dvm_ops;
         self.base = snooped * self.p(Cost::DvmSnoop);
         let mut maint = self.base + fx.plain_maint;
         let mut extra = 0;
@@ -924,7 +916,7 @@ impl Sim {
         let occupy = ops as u64 * ncpu * self.p(Cost::DvmOpPerCore);
         self.dvm_free_ps = begin + occupy;
         self.dvm_ops += ops as u64;
-        self.cpu[c].dvm_seen += ops as u64;
+        self.dvm_seen[c] += ops as u64;
         let wait = begin - start + occupy + self.p(Cost::DsbIsh);
         self.dvm_wait_ps += wait;
         wait
