@@ -436,22 +436,28 @@ pub struct Tlb {
     /// nothing behind the pointer. A hint, as `missed` (a clone copies it
     /// with the contents it describes).
     filled: u64,
-    /// `pfns[i]`: the table of paging-structure-cache slot `i` (both
-    /// caches, as `TlbData::caches`; 0, which no table is, until filled),
-    /// packed so that asking whether a table is there at all reads a few
-    /// lines, not every entry. `None` unless [`Tlb::keep_table_slots`]
-    /// asked for it (the checker's small machines do without, and their
-    /// copies of a TLB copy nothing more). A hint, as `missed`.
-    pfns: Option<Box<[Pfn]>>,
-    /// With `pfns`: a byte per slot of the PTE-table cache (not the
-    /// PUD-entry cache), [`psc_fingerprint`] of its region and ASID, eight
-    /// to a word, so that a lookup or fill reads in full only the slots
-    /// whose byte matches (as [`Entries`]' fingerprints).
-    psc_fps: Option<Box<[u64]>>,
-    /// With `pfns`: a byte per slot of both caches, the [`fingerprint`] of
-    /// its table, so that `psc_holds` compares in full only the slots
-    /// whose byte matches.
-    table_fps: Option<Box<[u64]>>,
+    /// The paging-structure-cache slots, packed. `None` unless
+    /// [`Tlb::keep_table_slots`] asked for them (the checker's small
+    /// machines do without, and their copies of a TLB copy nothing more).
+    /// A hint, as `missed`.
+    slots: Option<SlotHints>,
+}
+
+/// A TLB's paging-structure-cache slots, packed so that asking whether a
+/// table or region is there at all reads a few lines, not every entry.
+#[derive(Clone, Debug)]
+struct SlotHints {
+    /// `pfns[i]`: the table of slot `i` (both caches, as
+    /// `TlbData::caches`; 0, which no table is, until filled).
+    pfns: Box<[Pfn]>,
+    /// A byte per slot of both caches, the [`fingerprint`] of its table,
+    /// eight to a word (as [`Entries`]' fingerprints): `psc_holds`
+    /// compares in full only the slots whose byte matches.
+    table_fps: Box<[u64]>,
+    /// A byte per slot of the PTE-table cache (not the PUD-entry cache),
+    /// [`psc_fingerprint`] of its region and ASID: a lookup or fill reads
+    /// in full only the slots whose byte matches.
+    psc_fps: Box<[u64]>,
 }
 
 impl Clone for Tlb {
@@ -462,9 +468,7 @@ impl Clone for Tlb {
             psc_mru: AtomicU32::new(self.psc_mru.load(Ordering::Relaxed)),
             psc_tables: self.psc_tables,
             filled: self.filled,
-            pfns: self.pfns.clone(),
-            psc_fps: self.psc_fps.clone(),
-            table_fps: self.table_fps.clone(),
+            slots: self.slots.clone(),
         }
     }
 }
@@ -614,9 +618,7 @@ impl Tlb {
             psc_mru: AtomicU32::new(0),
             psc_tables: [0; 4],
             filled: 0,
-            pfns: None,
-            psc_fps: None,
-            table_fps: None,
+            slots: None,
             s: Arc::new(Shared {
                 data,
                 digest: AtomicU64::new(0),
@@ -631,21 +633,16 @@ impl Tlb {
     /// Keep the table of each paging-structure-cache slot apart
     /// ([`Tlb::psc_pfns`]), for a TLB that is asked `psc_holds` often.
     pub fn keep_table_slots(mut self) -> Self {
-        let slots = &self.d().caches;
-        self.pfns = Some(
-            slots
-                .iter()
+        let d = self.d();
+        let all = d.caches.iter();
+        self.slots = Some(SlotHints {
+            pfns: all
+                .clone()
                 .map(|e| if e.valid { e.table } else { 0 })
                 .collect(),
-        );
-        let psc = self.d().psc().iter();
-        self.psc_fps = Some(fps_of(psc.map(|e| psc_fingerprint(e.region, e.asid))));
-        let tables = self
-            .d()
-            .caches
-            .iter()
-            .map(|e| fingerprint(u64::from(e.table)));
-        self.table_fps = Some(fps_of(tables));
+            table_fps: fps_of(all.map(|e| fingerprint(u64::from(e.table)))),
+            psc_fps: fps_of(d.psc().iter().map(|e| psc_fingerprint(e.region, e.asid))),
+        });
         self
     }
 
@@ -718,7 +715,7 @@ impl Tlb {
     /// Look up the PTE table that maps `va`'s 2 MiB region.
     pub fn psc_lookup(&self, asid: u16, va: u64) -> Option<PscHit> {
         let mru = self.psc_mru.load(Ordering::Relaxed) as usize;
-        let (slot, hit) = self.d().psc_lookup(mru, asid, va, &self.psc_fps)?;
+        let (slot, hit) = self.d().psc_lookup(mru, asid, va, &self.slots)?;
         if slot != mru {
             self.psc_mru.store(slot as u32, Ordering::Relaxed);
         }
@@ -734,13 +731,13 @@ impl Tlb {
         let d = self.d();
         let (epoch, pepoch) = d.epochs_of(asid);
         let live = |e: &PscEntry| d.psc_live(e, asid, epoch, pepoch);
-        let (Some(pfns), Some(fps)) = (&self.pfns, &self.table_fps) else {
+        let Some(h) = &self.slots else {
             return d.caches.iter().any(|e| e.table == table && live(e));
         };
         // Only the slots whose byte matches are read in full.
         let fp = fingerprint(u64::from(table));
-        first_psc_slot(fps, pfns.len(), fp, |i| {
-            pfns[i] == table && live(&d.caches[i])
+        first_psc_slot(&h.table_fps, h.pfns.len(), fp, |i| {
+            h.pfns[i] == table && live(&d.caches[i])
         })
         .is_some()
     }
@@ -757,13 +754,13 @@ impl Tlb {
         }
     }
 
-    /// Slot `slot` (of both caches) now holds `table`: `pfns` and
-    /// `table_fps` follow, if kept.
+    /// Slot `slot` (of both caches) now holds `table`: the slot hints
+    /// follow, if kept.
     #[inline(always)]
     fn note_slot_table(&mut self, slot: usize, table: Pfn) {
-        if let (Some(p), Some(f)) = (&mut self.pfns, &mut self.table_fps) {
-            p[slot] = table;
-            set_fp(f, slot, fingerprint(u64::from(table)));
+        if let Some(h) = &mut self.slots {
+            h.pfns[slot] = table;
+            set_fp(&mut h.table_fps, slot, fingerprint(u64::from(table)));
         }
     }
 
@@ -779,17 +776,18 @@ impl Tlb {
         if self.d().psc().get(mru) == Some(&e) {
             return None;
         }
-        let mut fps = self.psc_fps.take();
+        let mut hints = self.slots.take();
         let s = self.shared_mut();
         let d = &mut s.data;
         let n = d.caches.len() - UPPER_ENTRIES;
         let psc = &mut d.caches[..n];
-        let (slot, gone) = TlbData::cache_insert(psc, &mut d.psc_next, e, fps.as_deref());
+        let fps = hints.as_ref().map(|h| &h.psc_fps[..]);
+        let (slot, gone) = TlbData::cache_insert(psc, &mut d.psc_next, e, fps);
         let left = s.hints.note_table(table, gone);
-        if let Some(f) = &mut fps {
-            set_fp(f, slot, psc_fingerprint(e.region, e.asid));
+        if let Some(h) = &mut hints {
+            set_fp(&mut h.psc_fps, slot, psc_fingerprint(e.region, e.asid));
         }
-        self.psc_fps = fps;
+        self.slots = hints;
         self.note_table(table, gone, left);
         self.note_slot_table(slot, table);
         *self.psc_mru.get_mut() = slot as u32;
@@ -816,7 +814,7 @@ impl Tlb {
     /// [`Tlb::keep_table_slots`].
     #[inline]
     pub fn psc_pfns(&self) -> &[Pfn] {
-        self.pfns.as_deref().unwrap_or_default()
+        self.slots.as_ref().map_or(&[], |h| &h.pfns)
     }
 
     /// `INVLPG` / `TLBI VAE1` / `sfence.vma va, asid`: drop the translations
@@ -1262,13 +1260,13 @@ impl TlbData {
 
     /// Look up the PTE table that maps `va`'s 2 MiB region, probing slot
     /// `mru` first; and its slot.
-    /// `fps`: the slots' [`psc_fingerprint`]s, if kept.
+    /// `slots`: the slot hints, if kept (their region fingerprints).
     pub fn psc_lookup(
         &self,
         mru: usize,
         asid: u16,
         va: u64,
-        fps: &Option<Box<[u64]>>,
+        slots: &Option<SlotHints>,
     ) -> Option<(usize, PscHit)> {
         let region = va >> crate::HPAGE_SHIFT;
         let (epoch, pepoch) = self.epochs_of(asid);
@@ -1279,7 +1277,7 @@ impl TlbData {
         let psc = self.psc();
         let slot = match psc.get(mru).filter(hit) {
             Some(_) => mru,
-            None => self.psc_scan(asid, region, fps.as_deref())?,
+            None => self.psc_scan(asid, region, slots.as_ref().map(|h| &h.psc_fps[..]))?,
         };
         let p = &psc[slot];
         let found = PscHit {
