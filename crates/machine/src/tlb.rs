@@ -776,18 +776,17 @@ impl Tlb {
         if self.d().psc().get(mru) == Some(&e) {
             return None;
         }
-        let mut hints = self.slots.take();
+        let fps = self.slots.as_ref().map(|h| &h.psc_fps[..]);
+        let found = TlbData::same_slot(self.d().psc(), &e, fps);
         let s = self.shared_mut();
         let d = &mut s.data;
         let n = d.caches.len() - UPPER_ENTRIES;
         let psc = &mut d.caches[..n];
-        let fps = hints.as_ref().map(|h| &h.psc_fps[..]);
-        let (slot, gone) = TlbData::cache_insert(psc, &mut d.psc_next, e, fps);
+        let (slot, gone) = TlbData::cache_insert(psc, &mut d.psc_next, e, found);
         let left = s.hints.note_table(table, gone);
-        if let Some(h) = &mut hints {
+        if let Some(h) = &mut self.slots {
             set_fp(&mut h.psc_fps, slot, psc_fingerprint(e.region, e.asid));
         }
-        self.slots = hints;
         self.note_table(table, gone, left);
         self.note_slot_table(slot, table);
         *self.psc_mru.get_mut() = slot as u32;
@@ -802,7 +801,8 @@ impl Tlb {
         let d = &mut s.data;
         let n = d.caches.len() - UPPER_ENTRIES;
         let upper = &mut d.caches[n..];
-        let (slot, gone) = TlbData::cache_insert(upper, &mut d.upper_next, e, None);
+        let found = TlbData::same_slot(upper, &e, None);
+        let (slot, gone) = TlbData::cache_insert(upper, &mut d.upper_next, e, found);
         let left = s.hints.note_table(table, gone);
         self.note_table(table, gone, left);
         self.note_slot_table(n + slot, table);
@@ -1317,23 +1317,28 @@ impl TlbData {
             && p.pepoch == pepoch
     }
 
-    /// Replace the entry of the same region and ASID, else a round-robin
-    /// victim; the slot written and the table of the valid entry replaced,
-    /// if any. `fps`: the slots' [`psc_fingerprint`]s, if kept.
-    fn cache_insert(
-        cache: &mut [PscEntry],
-        next: &mut u32,
-        e: PscEntry,
-        fps: Option<&[u64]>,
-    ) -> (usize, Option<Pfn>) {
+    /// The slot of `cache` holding a valid entry of `e`'s region and
+    /// ASID, if any. `fps`: the slots' [`psc_fingerprint`]s, if kept.
+    fn same_slot(cache: &[PscEntry], e: &PscEntry, fps: Option<&[u64]>) -> Option<usize> {
         let same = |p: &PscEntry| p.valid && p.region == e.region && p.asid == e.asid;
-        let found = match fps {
+        match fps {
             Some(f) => {
                 let fp = psc_fingerprint(e.region, e.asid);
                 first_psc_slot(f, cache.len(), fp, |i| same(&cache[i]))
             }
             None => cache.iter().position(same),
-        };
+        }
+    }
+
+    /// Replace the entry of the same region and ASID (in slot `found`,
+    /// from [`TlbData::same_slot`]), else a round-robin victim; the slot
+    /// written and the table of the valid entry replaced, if any.
+    fn cache_insert(
+        cache: &mut [PscEntry],
+        next: &mut u32,
+        e: PscEntry,
+        found: Option<usize>,
+    ) -> (usize, Option<Pfn>) {
         let slot = match found {
             Some(i) => i,
             None => {
