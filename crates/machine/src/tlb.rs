@@ -493,7 +493,7 @@ fn fps_of(keys: impl ExactSizeIterator<Item = u64>) -> Box<[u64]> {
     fps.into()
 }
 
-/// The byte of a paging-structure-cache slot in [`Tlb`]'s `psc_fps`.
+/// The byte of a paging-structure-cache slot in [`SlotHints`]' `psc_fps`.
 #[inline(always)]
 fn psc_fingerprint(region: u64, asid: u16) -> u64 {
     fingerprint(region ^ u64::from(asid) << 48)
@@ -630,8 +630,9 @@ impl Tlb {
         }
     }
 
-    /// Keep the table of each paging-structure-cache slot apart
-    /// ([`Tlb::psc_pfns`]), for a TLB that is asked `psc_holds` often.
+    /// Keep the paging-structure-cache slots' tables ([`Tlb::psc_pfns`])
+    /// and fingerprints apart (`SlotHints`), for a TLB that is asked
+    /// `psc_holds` often and whose lookups often miss the MRU slot.
     pub fn keep_table_slots(mut self) -> Self {
         let d = self.d();
         let all = d.caches.iter();
