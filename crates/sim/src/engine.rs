@@ -735,7 +735,7 @@ impl Sim {
         let dur = self.price(cpu, &fx);
         let now = self.now;
         self.busy_until[c] = now + dur;
-        self.deliver(&fx, now);
+        self.deliver(cpu, &fx, now);
         self.trace_labels(cpu, &fx);
         if self.on_step.is_some() {
             self.notify(cpu, kind, dur, &fx, nviol);
@@ -783,9 +783,17 @@ impl Sim {
         })
     }
 
-    /// Send what the step just priced did, each at its mark: IPIs
+    /// Send what the step of `cpu` just priced did, each at its mark: IPIs
     /// (arriving after `ipi_delivery`), wake-ups, statistics, timers.
-    fn deliver(&mut self, fx: &Effects, now: Time) {
+    ///
+    /// A wake-up of `cpu` itself (an unlock waking the mm's CPUs, its own
+    /// among them) is kept lazily at once, though the CPU has no step
+    /// pending yet: `exec` decides that next, in this same event, and
+    /// `handle` then settles the list ([`Sim::settle_wakes`]), pushing
+    /// the wake-up into the heap with its sequence number if no step
+    /// became pending. Events leave in the same order as if it had gone
+    /// into the heap here.
+    fn deliver(&mut self, cpu: CpuId, fx: &Effects, now: Time) {
         let delivery = self.p(Cost::IpiDelivery) / PS;
         for &(t, m) in &fx.ipis {
             let at = now + self.at(m) + delivery;
@@ -793,7 +801,12 @@ impl Sim {
         }
         for &(t, m) in &fx.wakes {
             let at = now + self.at(m);
-            self.wake(t, at);
+            if t == cpu && !self.opts.reference {
+                self.seq += 1;
+                self.lazy_wakes[cpu as usize].push((at, self.seq));
+            } else {
+                self.wake(t, at);
+            }
         }
         for &(s, m) in &fx.stats {
             let at = now + self.at(m);

@@ -1,5 +1,5 @@
 //! The engine's shortcuts (wake-ups kept out of the heap while their CPU
-//! has a step pending; plain charges summed by `Effects` as they come
+//! has a step pending or is the one waking itself; plain charges summed by `Effects` as they come
 //! instead of recorded and priced after the step) change nothing: every
 //! workload, run from its bundled scenario made small, gives the same
 //! report with and without them, event count included.
@@ -49,5 +49,34 @@ fn rt_latency_wakes_are_mostly_lazy() {
         "{} of {} events settled outside the heap",
         sim.lazy_wakes_settled,
         sim.events
+    );
+}
+
+/// A CPU's wake-ups of itself (a single-threaded process's unlocks wake
+/// its own CPU, mid-step, before the step is rescheduled) stay out of the
+/// heap too: a third of tlb_flush_processes' events.
+#[test]
+fn self_wakes_are_lazy() {
+    let mut s = workloads::defaults("tlb_flush_processes").unwrap();
+    s.workload.iterations = 20;
+    let run = |reference: bool| {
+        let world = workloads::build(&s).unwrap();
+        let opts = SimOptions {
+            reference,
+            ..SimOptions::for_scenario(&s)
+        };
+        let mut sim = Sim::new(world, CostProfile::default_for(s.machine.arch), opts);
+        sim.run(|_| {});
+        (sim.lazy_wakes_settled, sim.events)
+    };
+    let (lazy, events) = run(false);
+    assert!(
+        lazy * 4 > events,
+        "{lazy} of {events} events settled outside the heap"
+    );
+    assert_eq!(
+        run(true),
+        (0, events),
+        "the reference engine takes no shortcut"
     );
 }
