@@ -452,9 +452,14 @@ impl Sim {
     /// step, the rest go into the heap with their sequence numbers. Events
     /// leave in the same order and are counted the same as if every
     /// wake-up went through the heap.
-    fn wake(&mut self, cpu: CpuId, at: Time) {
+    ///
+    /// `settles_now`: `cpu` is the one whose step sent the wake-up. It has
+    /// no step pending yet, but `exec` decides that in this same event and
+    /// `handle` settles its list right after, so the wake-up is kept
+    /// lazily too (and goes into the heap then if no step became pending).
+    fn wake(&mut self, cpu: CpuId, at: Time, settles_now: bool) {
         let c = cpu as usize;
-        if self.scheduled[c] && !self.opts.reference {
+        if (self.scheduled[c] || settles_now) && !self.opts.reference {
             self.seq += 1;
             self.lazy_wakes[c].push((at, self.seq));
         } else {
@@ -787,12 +792,7 @@ impl Sim {
     /// (arriving after `ipi_delivery`), wake-ups, statistics, timers.
     ///
     /// A wake-up of `cpu` itself (an unlock waking the mm's CPUs, its own
-    /// among them) is kept lazily at once, though the CPU has no step
-    /// pending yet: `exec` decides that next, in this same event, and
-    /// `handle` then settles the list ([`Sim::settle_wakes`]), pushing
-    /// the wake-up into the heap with its sequence number if no step
-    /// became pending. Events leave in the same order as if it had gone
-    /// into the heap here.
+    /// among them) is kept lazily at once ([`Sim::wake`]'s `settles_now`).
     fn deliver(&mut self, cpu: CpuId, fx: &Effects, now: Time) {
         let delivery = self.p(Cost::IpiDelivery) / PS;
         for &(t, m) in &fx.ipis {
@@ -801,12 +801,7 @@ impl Sim {
         }
         for &(t, m) in &fx.wakes {
             let at = now + self.at(m);
-            if t == cpu && !self.opts.reference {
-                self.seq += 1;
-                self.lazy_wakes[cpu as usize].push((at, self.seq));
-            } else {
-                self.wake(t, at);
-            }
+            self.wake(t, at, t == cpu);
         }
         for &(s, m) in &fx.stats {
             let at = now + self.at(m);

@@ -214,25 +214,31 @@ pub fn free_batches(w: &mut World, tlb: &mut MmuGather, fx: &mut Effects) {
 /// the pages wait for every CPU that is inside an RCU read-side section now
 /// (IRQs or preemption off, e.g. a GUP-fast walk, or a vCPU preempted in one).
 pub fn tlb_remove_table_free(w: &mut World, mm: MmId, tables: Vec<Pfn>, fx: &mut Effects) {
-    if !w.any_cpu_atomic() {
-        return free_tables(w, mm, &tables, fx);
-    }
-    let mut waiting = machine::CpuMask::new(w.cpus.len());
-    for c in &w.cpus {
-        if c.irqs_off > 0 || c.preempt_count > 0 {
-            waiting.set(c.id);
-        }
-    }
-    if waiting.is_empty() {
-        free_tables(w, mm, &tables, fx);
-    } else {
-        w.rcu_batches.push(crate::world::RcuBatch {
+    match rcu_readers(w, None) {
+        None => free_tables(w, mm, &tables, fx),
+        Some(waiting) => w.rcu_batches.push(crate::world::RcuBatch {
             mm,
             tables,
             waiting,
             waiter: None,
-        });
+        }),
     }
+}
+
+/// The CPUs (other than `except`) in an RCU read-side section now (IRQs or
+/// preemption off), if any. Asks each CPU only when some CPU is in one
+/// ([`World::any_cpu_atomic`]).
+fn rcu_readers(w: &World, except: Option<CpuId>) -> Option<machine::CpuMask> {
+    if !w.any_cpu_atomic() {
+        return None;
+    }
+    let mut waiting = machine::CpuMask::new(w.cpus.len());
+    for c in w.cpus.iter().filter(|c| Some(c.id) != except) {
+        if c.irqs_off > 0 || c.preempt_count > 0 {
+            waiting.set(c.id);
+        }
+    }
+    (!waiting.is_empty()).then_some(waiting)
 }
 
 /// `rcu_qs` for `cpu`: free every batch no CPU holds back any more.
@@ -566,18 +572,9 @@ pub fn tlb_remove_table_sync_rcu(
     w.counters.table_sync_rcu += 1;
     fx.label(Label::TableSyncRcu { skipped: false });
     fx.cost(Cost::SynchronizeRcu, 1);
-    if !w.any_cpu_atomic() {
+    let Some(waiting) = rcu_readers(w, Some(cpu)) else {
         return false;
-    }
-    let mut waiting = machine::CpuMask::new(w.cpus.len());
-    for c in w.cpus.iter().filter(|c| c.id != cpu) {
-        if c.irqs_off > 0 || c.preempt_count > 0 {
-            waiting.set(c.id);
-        }
-    }
-    if waiting.is_empty() {
-        return false;
-    }
+    };
     let mm = w.tasks[task as usize].gather.mm;
     w.rcu_batches.push(crate::world::RcuBatch {
         mm,
