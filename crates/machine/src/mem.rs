@@ -54,6 +54,10 @@ pub enum FrameUse {
 }
 
 /// A frame's metadata but its generation (kept apart, see [`PhysMem`]).
+///
+/// A free frame has no references: its `refs` and `gup` hold the free
+/// list's link instead (the next free frame, low half then high half; 0
+/// ends the list), so the free list costs no memory of its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct FrameMeta {
     usage: FrameUse,
@@ -63,6 +67,23 @@ struct FrameMeta {
     /// References GUP holds on top of the mappings (`GUP_PIN_COUNTING_BIAS`
     /// per FOLL_PIN pin of a small folio): `folio_ref_count` = `refs + gup`.
     gup: u16,
+}
+
+impl FrameMeta {
+    /// A free frame, linked to `next` (0: the end of the free list).
+    fn free(next: Pfn) -> FrameMeta {
+        FrameMeta {
+            usage: FrameUse::Free,
+            refs: next as u16,
+            gup: (next >> 16) as u16,
+        }
+    }
+
+    /// The free frame after this free one (0: none).
+    fn next_free(&self) -> Pfn {
+        debug_assert_eq!(self.usage, FrameUse::Free);
+        Pfn::from(self.refs) | Pfn::from(self.gup) << 16
+    }
 }
 
 /// The contents of one page-table page, with a digest of them kept up to
@@ -129,7 +150,10 @@ pub struct PhysMem {
     /// the one of the frame it maps, and four bytes a frame keep more of
     /// them in cache than the whole metadata.
     gens: Vec<u32>,
-    free: Vec<Pfn>,
+    /// The last frame freed (0: none): the head of the free list, which
+    /// runs through the free frames' metadata ([`FrameMeta::free`]) and
+    /// hands frames out again last freed first.
+    free_head: Pfn,
     tables: Vec<Option<Arc<Table>>>,
     limit: u32,
     in_use: u32,
@@ -148,7 +172,7 @@ impl Clone for PhysMem {
         PhysMem {
             meta: self.meta.clone(),
             gens: self.gens.clone(),
-            free: self.free.clone(),
+            free_head: self.free_head,
             tables: self.tables.clone(),
             limit: self.limit,
             in_use: self.in_use,
@@ -163,11 +187,11 @@ impl PartialEq for PhysMem {
         (
             &self.meta,
             &self.gens,
-            &self.free,
+            self.free_head,
             &self.tables,
             self.limit,
             self.in_use,
-        ) == (&o.meta, &o.gens, &o.free, &o.tables, o.limit, o.in_use)
+        ) == (&o.meta, &o.gens, o.free_head, &o.tables, o.limit, o.in_use)
     }
 }
 impl Eq for PhysMem {}
@@ -195,7 +219,7 @@ impl Hash for PhysMem {
                     .map_or(0, |t| digest(t) ^ 0x9e37_79b9_7f4a_7c15),
             );
         }
-        self.free.hash(h);
+        self.free_head.hash(h);
         self.tables.len().hash(h);
         self.limit.hash(h);
         self.in_use.hash(h);
@@ -206,13 +230,9 @@ impl PhysMem {
     /// Memory of at most `limit` frames (frame 0 is never handed out).
     pub fn new(limit: u32) -> Self {
         PhysMem {
-            meta: vec![FrameMeta {
-                usage: FrameUse::Free,
-                refs: 0,
-                gup: 0,
-            }],
+            meta: vec![FrameMeta::free(0)],
             gens: vec![0],
-            free: Vec::new(),
+            free_head: 0,
             tables: vec![None],
             limit,
             in_use: 0,
@@ -231,27 +251,27 @@ impl PhysMem {
     /// Allocate a frame for `usage` (`alloc_page`, `pte_alloc_one`, ...).
     /// Page-table pages come zeroed.
     pub fn alloc(&mut self, usage: FrameUse) -> Result<Pfn, Error> {
-        let pfn = match self.free.pop() {
-            Some(p) => p,
-            None => {
+        let pfn = match self.free_head {
+            0 => {
                 let p = self.meta.len() as Pfn;
                 if p > self.limit {
                     return Err(self.out_of_memory());
                 }
-                self.meta.push(FrameMeta {
-                    usage: FrameUse::Free,
-                    refs: 0,
-                    gup: 0,
-                });
+                self.meta.push(FrameMeta::free(0));
                 self.gens.push(0);
                 self.tables.push(None);
                 p
             }
+            p => {
+                self.free_head = self.meta[p as usize].next_free();
+                p
+            }
         };
-        let m = &mut self.meta[pfn as usize];
-        debug_assert_eq!(m.usage, FrameUse::Free);
-        m.usage = usage;
-        m.refs = 1;
+        self.meta[pfn as usize] = FrameMeta {
+            usage,
+            refs: 1,
+            gup: 0,
+        };
         if let FrameUse::Table(_) = usage {
             let t = self.spare.pop().unwrap_or_else(Table::new);
             self.tables[pfn as usize] = Some(t);
@@ -272,24 +292,33 @@ impl PhysMem {
     pub fn free(&mut self, pfn: Pfn) {
         let m = &mut self.meta[pfn as usize];
         debug_assert_ne!(m.usage, FrameUse::Free, "double free of frame {pfn}");
-        m.usage = FrameUse::Free;
-        m.refs = 0;
-        m.gup = 0;
+        // Only page-table pages (in use or deposited) have contents.
+        let table = matches!(m.usage, FrameUse::Table(_) | FrameUse::Deposited);
+        *m = FrameMeta::free(self.free_head);
+        self.free_head = pfn;
         let g = &mut self.gens[pfn as usize];
         *g = g.wrapping_add(1);
+        debug_assert!(table || self.tables[pfn as usize].is_none());
+        if table {
+            self.free_table(pfn);
+        }
+        self.in_use -= 1;
+    }
+
+    /// The contents of a freed page-table page go (kept as a spare if no
+    /// clone holds them and they are all zero: as good as new).
+    fn free_table(&mut self, pfn: Pfn) {
         if let Some(t) = self.tables[pfn as usize].take() {
-            // Unshared (no clone holds it) and all zero: as good as new.
             if t.used == 0 && self.spare.len() < SPARE_TABLES && Arc::strong_count(&t) == 1 {
                 self.spare.push(t);
             }
         }
-        self.in_use -= 1;
-        self.free.push(pfn);
     }
 
     /// `folio_get`: another mapping of the page (fork's `copy_present_pte`).
     pub fn get_page(&mut self, pfn: Pfn) {
         let m = &mut self.meta[pfn as usize];
+        debug_assert_ne!(m.usage, FrameUse::Free, "get_page of free frame {pfn}");
         m.refs = m.refs.saturating_add(1);
     }
 
@@ -309,6 +338,7 @@ impl PhysMem {
     /// small folio: `GUP_PIN_COUNTING_BIAS`).
     pub fn gup_get(&mut self, pfn: Pfn, n: u16) {
         let m = &mut self.meta[pfn as usize];
+        debug_assert_ne!(m.usage, FrameUse::Free, "GUP pin of free frame {pfn}");
         m.gup = m.gup.saturating_add(n);
     }
 
@@ -328,12 +358,15 @@ impl PhysMem {
     /// `folio_ref_count`: the mappings' references plus GUP's.
     pub fn ref_count(&self, pfn: Pfn) -> u32 {
         let m = &self.meta[pfn as usize];
+        debug_assert_ne!(m.usage, FrameUse::Free, "references of free frame {pfn}");
         m.refs as u32 + m.gup as u32
     }
 
     /// The mappings' references (`folio_mapcount` for an anonymous page).
     pub fn refs(&self, pfn: Pfn) -> u16 {
-        self.meta[pfn as usize].refs
+        let m = &self.meta[pfn as usize];
+        debug_assert_ne!(m.usage, FrameUse::Free, "references of free frame {pfn}");
+        m.refs
     }
 
     /// Give a frame a new role without freeing it (e.g. a PTE table that is
@@ -478,6 +511,42 @@ mod tests {
         m.write(b, 3, pte::make(9, pte::WRITE));
         assert!(!m.table_empty(b));
         assert_eq!(pte::pfn(m.read(b, 3).unwrap()), 9);
+    }
+
+    /// The free list runs through the free frames' metadata: frames come
+    /// back last freed first, past the 16 bits of a link's low half, and
+    /// memories compare and hash by the order of their free lists.
+    #[test]
+    fn free_list_is_a_stack_in_the_metadata() {
+        let mut m = PhysMem::new(70_001);
+        let all: Vec<Pfn> = (0..70_000)
+            .map(|_| m.alloc(FrameUse::Anon).unwrap())
+            .collect();
+        let mut other = m.clone();
+        let freed = [all[3], all[69_999], all[65_536], all[0]];
+        for &p in &freed {
+            m.free(p);
+        }
+        for &p in freed.iter().rev() {
+            other.free(p);
+        }
+        assert!(m != other, "the same free frames in another order");
+        for mem in [&mut m, &mut other] {
+            for _ in 0..4 {
+                mem.alloc(FrameUse::Anon).unwrap();
+            }
+        }
+        assert!(m == other && fp(&m) == fp(&other), "all handed out again");
+        for &p in &freed {
+            m.free(p);
+        }
+        let back: Vec<Pfn> = (0..4)
+            .map(|_| m.alloc(FrameUse::Table(1)).unwrap())
+            .collect();
+        assert_eq!(back, [all[0], all[65_536], all[69_999], all[3]], "LIFO");
+        assert_eq!(m.in_use(), 70_000);
+        let fresh = m.alloc(FrameUse::Anon).unwrap();
+        assert_eq!(fresh, 70_001, "an empty free list grows the memory");
     }
 
     #[test]
