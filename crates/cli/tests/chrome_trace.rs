@@ -13,8 +13,7 @@ fn tlblab(args: &[&str]) -> (i32, String) {
 
 /// Run with `--trace-out` into a fresh file and load it back.
 fn traced(tag: &str, args: &[&str]) -> (Value, String, String) {
-    let dir = std::env::temp_dir().join(format!("tlblab-trace-{}-{tag}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir(&format!("trace-{tag}"));
     let path = dir.join("trace.json");
     let p = path.to_str().unwrap();
     let mut all = vec!["run", "--json", "--trace-out", p];

@@ -5,8 +5,7 @@ use common::tlblab;
 
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
-    let dir = std::env::temp_dir().join(format!("tlblab-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("cli");
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "[machine\ncpus = 4\n").unwrap();
     let unknown = dir.join("unknown.toml");
@@ -212,8 +211,7 @@ fn check_symmetry_switch() {
 
 #[test]
 fn compare_and_sweep_draw_plots() {
-    let dir = std::env::temp_dir().join(format!("tlblab-plot-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("plot");
     let cdf = dir.join("cdf.svg");
     let (code, _, err) = tlblab(&[
         "compare",

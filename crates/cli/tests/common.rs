@@ -40,3 +40,13 @@ pub fn tlblab(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// An empty directory for a test's files, under the target directory
+/// (`CARGO_TARGET_TMPDIR`, which `cargo clean` removes) rather than the
+/// system's temporary directory, which tests would litter run after run.
+pub fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch directory");
+    d
+}

@@ -8,6 +8,8 @@
 //! `PROPTEST_CASES=100000 cargo test --release -p tlblab --test fuzz_inputs`.
 
 use machine::{CostProfile, Scenario};
+
+mod common;
 use proptest::prelude::*;
 use tlblab::sweep::Axis;
 
@@ -166,8 +168,7 @@ proptest! {
 /// stderr and no panic message.
 #[test]
 fn the_binary_answers_bad_input_in_one_line_with_exit_2() {
-    let dir = std::env::temp_dir().join(format!("tlblab-fuzz-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("fuzz");
     let bad_toml = dir.join("bad.toml");
     std::fs::write(&bad_toml, "[machine]\ncpus = \"many\"\n").unwrap();
     let bad_profile = dir.join("bad-profile.toml");

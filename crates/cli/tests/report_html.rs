@@ -4,6 +4,8 @@
 //! links to the docs. Model figures are never hard-coded here: other work
 //! changes them; the structure and the published side are what is checked.
 use std::path::PathBuf;
+
+mod common;
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -16,7 +18,7 @@ fn report_dir() -> &'static PathBuf {
 fn demo_run() -> &'static (PathBuf, String) {
     static RUN: OnceLock<(PathBuf, String)> = OnceLock::new();
     RUN.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("tlblab-report-{}", std::process::id()));
+        let dir = common::scratch_dir("report");
         let out = Command::new(env!("CARGO_BIN_EXE_tlblab"))
             .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
             .args([

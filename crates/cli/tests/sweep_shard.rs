@@ -11,9 +11,8 @@ fn tlblab(args: &[&str]) -> (i32, String) {
 }
 
 fn dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tlblab-shard-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    // (Emptied and made here; the sweep writes into it.)
+    common::scratch_dir(&format!("shard-{tag}"))
 }
 
 /// The sweep: 3 x 2 points of the madvise benchmark, metrics with decimals.
