@@ -26,6 +26,7 @@
 //! nothing and are left as they are.
 
 use crate::arch::x86::tlb::{FlushTlbInfo, InfoRef};
+use crate::hw::filled_index::FilledIndex;
 use crate::hw::memory_model::StoreBuffer;
 use crate::hw::psc_index::PscIndex;
 use crate::kernel_smp::{CallFunc, Csd};
@@ -237,8 +238,10 @@ impl World {
             membufs,
         } = renamed(self, &r);
         let psc_index = Hint(PscIndex::of(cpus.iter().map(|c| c.tlb.psc_pfns())));
+        let tlb_filled = Hint(FilledIndex::of(cpus.iter().map(|c| &c.tlb)));
         Some(World {
             psc_index,
+            tlb_filled,
             cpus: cpus.into(),
             tasks: tasks.into(),
             mms: mms.into(),
@@ -329,6 +332,7 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
         membufs,
         psc_index: _,      // a hint: hashes to nothing
         atomic_nesting: _, // a hint: hashes to nothing
+        tlb_filled: _,     // a hint: hashes to nothing
     } = w;
     let mut h = H::default();
     (cfg, now, mem, op_names, measuring).hash(&mut h);

@@ -811,6 +811,10 @@ pub struct World {
     /// in an RCU read-side section, which `call_rcu` asks at every freed
     /// page-table batch. Kept by [`World::local_irq_disable`] and its kin.
     pub atomic_nesting: Hint<u32>,
+    /// Which CPUs' TLBs may hold a translation of each ASID (the CPUs a
+    /// broadcast TLBI of one address can change). Kept by
+    /// [`crate::hw::mmu::tlb_fill`].
+    pub tlb_filled: Hint<crate::hw::filled_index::FilledIndex>,
 }
 
 /// Violations kept in full; later ones are only counted.
@@ -947,6 +951,7 @@ impl World {
             membufs: vec![Default::default(); n].into(),
             psc_index: Hint(crate::hw::psc_index::PscIndex::new(n)),
             atomic_nesting: Hint(0),
+            tlb_filled: Hint(crate::hw::filled_index::FilledIndex::new(n)),
         })
     }
 

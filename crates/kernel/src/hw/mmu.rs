@@ -131,8 +131,7 @@ pub fn user_access(w: &mut World, cpu: CpuId, va: u64, write: bool, fx: &mut Eff
     if write && !hit.writable {
         return Access::Fault;
     }
-    let tlb = &mut w.cpus[c].tlb;
-    tlb.fill(asid, va, hit);
+    tlb_fill(w, c, asid, va, hit);
     if let (Some(t), false) = (table, psc_used) {
         let g = w.mem.gen(t);
         let swap = w.cpus[c].tlb.psc_fill(asid, va, t, g);
@@ -189,7 +188,7 @@ pub fn kernel_access(w: &mut World, cpu: CpuId, va: u64, fx: &mut Effects) -> bo
         writable: true,
         huge: false,
     };
-    w.cpus[c].tlb.fill(KERNEL_TLB_TAG, va, hit);
+    tlb_fill(w, c, KERNEL_TLB_TAG, va, hit);
     fx.label(Label::KernelAccess { va, hit: false });
     true
 }
@@ -197,6 +196,17 @@ pub fn kernel_access(w: &mut World, cpu: CpuId, va: u64, fx: &mut Effects) -> bo
 enum Walk {
     Table(Pfn),
     Huge(u64),
+}
+
+/// The walker caches a translation in CPU `c`'s TLB; a first one of the
+/// ASID's bucket goes in the world's index of the CPUs that may hold it
+/// ([`crate::hw::filled_index`]).
+#[inline(always)]
+pub(crate) fn tlb_fill(w: &mut World, c: usize, asid: u16, va: u64, hit: TlbHit) {
+    if !w.cpus[c].tlb.may_hold(asid) {
+        w.tlb_filled.0.note(c as CpuId, asid);
+    }
+    w.cpus[c].tlb.fill(asid, va, hit);
 }
 
 /// Walk PGD → PUD → PMD of `mm`: the PTE table or a huge leaf, and the PMD

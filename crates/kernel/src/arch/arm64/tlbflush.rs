@@ -48,13 +48,22 @@ fn tlbi_is_all_cpus(w: &mut World, asid: u16, range: Option<(u64, u64, u64)>, la
 }
 
 /// The CPUs whose TLB may hold a leaf translation of `asid`
-/// ([`machine::tlb::Tlb::may_hold`]): mostly a few of many.
+/// ([`machine::tlb::Tlb::may_hold`]), in ascending order: mostly a few of
+/// many, read from the world's index where it keeps one.
 #[inline(never)]
 fn cpus_may_hold(w: &World, asid: u16) -> Vec<usize> {
-    let cpus = w.cpus.iter().enumerate();
-    cpus.filter(|(_, c)| c.tlb.may_hold(asid))
-        .map(|(i, _)| i)
-        .collect()
+    let scan = || {
+        let cpus = w.cpus.iter().enumerate();
+        cpus.filter(|(_, c)| c.tlb.may_hold(asid))
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let Some(mask) = w.tlb_filled.0.cpus(asid) else {
+        return scan();
+    };
+    let cpus: Vec<usize> = mask.iter().map(|c| c as usize).collect();
+    debug_assert_eq!(cpus, scan(), "the filled-TLB index is stale");
+    cpus
 }
 
 /// `flush_tlb_mm`: `dsb(ishst); TLBI ASIDE1IS; dsb(ish)`: one broadcast op.
