@@ -94,7 +94,7 @@ pub const WORKLOADS: [&str; 7] = [
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Run a host benchmark by workload name, counting `tlb:tlb_flush` by reason
-/// through tracefs when it can (see [`traced`]).
+/// through tracefs when it can (see `traced`).
 pub fn run(workload: &str, threads: u32, iterations: u64) -> Result<HostReport, Error> {
     run_with(workload, threads, iterations, true)
 }

@@ -13,7 +13,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-/// The process allocator: mimalloc for blocks under [`BIG`], the system
+/// The process allocator: mimalloc for blocks under `BIG`, the system
 /// allocator for larger ones. The checker clones and drops a world per
 /// transition on several threads, where glibc spent half the time; the
 /// simulator's large arrays grow by `realloc`, which the system allocator

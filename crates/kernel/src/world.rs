@@ -176,7 +176,7 @@ impl Frame {
 /// off for its step and puts it back, and a frame is written to at every
 /// step, so moving it whole (up to 144 bytes) twice per step cost more than
 /// the allocation when a path is called. The boxes of paths that returned
-/// are kept ([`SpareFrames`]) for the next calls: a fault per page
+/// are kept (`SpareFrames`) for the next calls: a fault per page
 /// allocated and freed one each. Compares, hashes and prints as the frames
 /// themselves.
 #[derive(Default, PartialEq, Eq, Hash)]
@@ -563,7 +563,7 @@ pub struct Counters {
     pub gup_fast_backoff: u64,
     pub collapses: u64,
     /// `collapse_huge_page` / `hpage_collapse_scan_pmd` failures by
-    /// [`ScanResult`] (the `mm_collapse_huge_page` tracepoint's status).
+    /// [`ScanResult`](crate::mm::khugepaged::ScanResult) (the `mm_collapse_huge_page` tracepoint's status).
     pub collapse_fail: [u64; crate::mm::khugepaged::ScanResult::ALL.len()],
     /// Of those, failures after `pmdp_collapse_flush` (the isolate's): the
     /// PMD was restored (`pmd_populate`), the flush and sync were spent.
@@ -813,7 +813,7 @@ pub struct World {
     pub atomic_nesting: Hint<u32>,
     /// Which CPUs' TLBs may hold a translation of each ASID (the CPUs a
     /// broadcast TLBI of one address can change). Kept by
-    /// [`crate::hw::mmu::tlb_fill`].
+    /// `hw::mmu::tlb_fill`.
     pub tlb_filled: Hint<crate::hw::filled_index::FilledIndex>,
 }
 

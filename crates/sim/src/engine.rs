@@ -296,7 +296,7 @@ pub struct Sim {
     pub events: u64,
     /// World steps run.
     pub steps: u64,
-    /// Of `events`, wake-ups that never entered the heap ([`Sim::wake`]).
+    /// Of `events`, wake-ups that never entered the heap (`Sim::wake`).
     pub lazy_wakes_settled: u64,
     /// When each task's open measured ops began.
     op_begin: OpBegins,

@@ -9,7 +9,7 @@
 //! bucket, the CPUs whose bit is set, so that finding them reads one mask
 //! instead of every CPU's TLB (128 cache misses per broadcast TLBI on the
 //! arm64 usemem machine). It changes only where a bit is set, at the
-//! walker's fills in `hw/mmu.rs` ([`crate::hw::mmu::tlb_fill`]). On
+//! walker's fills in `hw/mmu.rs` (`hw::mmu::tlb_fill`). On
 //! machines with few CPUs (the checker's) asking every CPU is as cheap,
 //! and the index is left empty and never cloned.
 

@@ -30,8 +30,8 @@ pub const OP_FLUSH_TLB_MM_RANGE: u16 = 0;
 /// ns / 1 ms. `INITIAL_JIFFIES & 0x1f` is 0 at HZ=1000, so starting at 0
 /// keeps `consider_global_asid`'s sampling phase.
 pub const HZ: u64 = 1000;
-/// `invlpgb_count_max` = CPUID 0x80000008 EDX[15:0] + 1 (arch/x86/kernel/
-/// cpu/amd.c); Zen 3/4 CPUID dumps report EDX[15:0] = 7, so 8 pages.
+/// `invlpgb_count_max` = CPUID 0x80000008 `EDX[15:0]` + 1 (arch/x86/kernel/
+/// cpu/amd.c); Zen 3/4 CPUID dumps report `EDX[15:0]` = 7, so 8 pages.
 pub const INVLPGB_COUNT_MAX: u64 = 8;
 /// `mm_active_cpus_exceeds(mm, 3)`: a global ASID from 4 active CPUs on.
 pub const GLOBAL_ASID_THRESHOLD: usize = 3;
