@@ -1,5 +1,7 @@
 //! `tlblab demo`: every seed result built so far, in the cover letters' form.
 
+use crate::plot::{line_chart, line_chart_published, Series};
+use crate::sweep::{sweep, Axis, Row as SweepRow};
 use crate::{apply_variant, load_scenario, run_scenario, RunOptions};
 use machine::Error;
 use std::fmt::Write;
@@ -159,14 +161,25 @@ const SRC_D2: &str = "Xu Lu in the v1 thread: a separate patch that clears mm_cp
 
 /// Run the reduced seed experiments: one section per seed, with its tables.
 pub fn demo(opts: &RunOptions, iterations: u64) -> Result<Vec<Section>, Error> {
+    Ok(vec![
+        flush_tlb_info_seed(opts, iterations)?,
+        will_it_scale(opts, iterations)?,
+        skip_sync_seed(opts)?,
+        arm64_seed(opts, iterations)?,
+        riscv_seed(opts)?,
+    ])
+}
+
+/// Seed (a), x86: `flush_tlb_info` back on the stack: the madvise loop's
+/// latency per variant against the published figures, then the
+/// preemptible flush's RT wake-up latency.
+fn flush_tlb_info_seed(opts: &RunOptions, iterations: u64) -> Result<Section, Error> {
     let mut sa = Section::new(
         "seed-flush-tlb-info-on-stack",
         true,
         "x86: flush_tlb_info back on the stack (seed a)",
     );
     let mut out = String::new();
-
-    // Seed (a): flush_tlb_info back on the stack.
     let mut base = sa.scenario("flush-tlb-info-madvise")?;
     base.workload.iterations = iterations;
     let variants = [
@@ -244,7 +257,15 @@ pub fn demo(opts: &RunOptions, iterations: u64) -> Result<Vec<Section>, Error> {
         yes(unaligned_ok)
     );
 
-    sa.text = std::mem::take(&mut out);
+    sa.text = out;
+    preemptible_flush(&mut sa, opts)?;
+    Ok(sa)
+}
+
+/// will-it-scale `tlb_flush2`: one mm's threads IPI each other, separate
+/// processes do not (model only).
+fn will_it_scale(opts: &RunOptions, iterations: u64) -> Result<Section, Error> {
+    let mut out = String::new();
     let mut w = Section::new(
         "will-it-scale",
         false,
@@ -288,13 +309,20 @@ pub fn demo(opts: &RunOptions, iterations: u64) -> Result<Vec<Section>, Error> {
         ]);
     }
     w.tables.push(wt);
-    w.text = std::mem::take(&mut out);
+    w.text = out;
+    Ok(w)
+}
+
+/// Seed (b): skip redundant `tlb_remove_table_sync_one()` IPIs: the CAL
+/// row before and after, hugetlb unshare with lazy CPUs (the violations
+/// the invariant monitor reports per variant), and step 2's table.
+fn skip_sync_seed(opts: &RunOptions) -> Result<Section, Error> {
+    let mut out = String::new();
     let mut b_sec = Section::new(
         "seed-skip-redundant-sync-ipis",
         true,
         "mm: skip redundant tlb_remove_table_sync_one() IPIs (seed b)",
     );
-    // Seed (b): skip redundant tlb_remove_table_sync_one() IPIs.
     let base = b_sec.scenario("skip-sync-collapse")?;
     let (before, _) = run_scenario(&base, opts)?;
     let (after, _) = run_scenario(
@@ -371,14 +399,7 @@ pub fn demo(opts: &RunOptions, iterations: u64) -> Result<Vec<Section>, Error> {
     let step2 = step2_table(&mut b_sec, opts, &mut out)?;
     b_sec.tables.push(step2);
     b_sec.text = out;
-    preemptible_flush(&mut sa, opts)?;
-    Ok(vec![
-        sa,
-        w,
-        b_sec,
-        arm64_seed(opts, iterations)?,
-        riscv_seed(opts)?,
-    ])
+    Ok(b_sec)
 }
 
 /// What `tlblab demo` prints: the header and every section's text.
@@ -955,14 +976,45 @@ fn published(name: &str, x: f64, y: f64) -> crate::plot::Series {
 /// The demo's figures from sweeps (reduced sizes), as inline SVGs, with the
 /// published points drawn where a seed published a comparable figure.
 pub fn figures(opts: &RunOptions) -> Result<Vec<Figure>, Error> {
-    use crate::plot::{line_chart, line_chart_published, Series};
-    let fig = |section, caption: &str, svg| Figure {
+    let mut figs = collapse_figures(opts)?;
+    figs.push(will_it_scale_figure(opts)?);
+    figs.push(rt_latency_figure(opts)?);
+    figs.push(arm64_share_figure(opts)?);
+    figs.push(riscv_ipi_figure(opts)?);
+    Ok(figs)
+}
+
+fn figure(
+    section: &'static str,
+    caption: &str,
+    svg: Result<String, String>,
+) -> Result<Figure, Error> {
+    Ok(Figure {
         section,
         caption: caption.to_string(),
-        svg,
-    };
-    use crate::sweep::{sweep, Axis};
-    let mut figs = Vec::new();
+        svg: svg.map_err(Error::Config)?,
+    })
+}
+
+/// A two-axis sweep's curve: the rows whose first axis is `first`, as
+/// (second axis, `y` of the row) points.
+fn curve(rows: &[SweepRow], first: &str, y: impl Fn(&SweepRow) -> f64) -> Vec<(f64, f64)> {
+    rows.iter()
+        .filter(|r| r.values[0].1 == first)
+        .map(|r| (r.values[1].1.parse().unwrap_or(0.0), y(r)))
+        .collect()
+}
+
+fn series(name: &str, points: Vec<(f64, f64)>) -> Series {
+    Series {
+        name: name.into(),
+        points,
+    }
+}
+
+/// Seed (b): CAL interrupts per collapse and the collapse's time, against
+/// CPUs, upstream and with the series.
+fn collapse_figures(opts: &RunOptions) -> Result<Vec<Figure>, Error> {
     let mut collapse = load_scenario("skip-sync-collapse")?;
     collapse.set("workload.size=2GiB")?;
     let axes = [
@@ -970,60 +1022,46 @@ pub fn figures(opts: &RunOptions) -> Result<Vec<Figure>, Error> {
         Axis::parse("machine.cpus=8,16,32,64,128,256")?,
     ];
     let rows = sweep(&collapse, &axes, opts, false)?;
-    let by = |skip: &str, f: fn(&crate::sweep::Row) -> f64| -> Vec<(f64, f64)> {
-        rows.iter()
-            .filter(|r| r.values[0].1 == skip)
-            .map(|r| (r.values[1].1.parse().unwrap_or(0.0), f(r)))
-            .collect()
-    };
-    let cal = |r: &crate::sweep::Row| r.cal_total as f64 / 1024.0;
-    let ms = |r: &crate::sweep::Row| r.us_per_op / 1000.0;
+    let cal = |r: &SweepRow| r.cal_total as f64 / 1024.0;
+    let ms = |r: &SweepRow| r.us_per_op / 1000.0;
     // The v8 cover letter: 20 GiB = 10240 collapses on 64 cores.
     let per_collapse = |cal: f64| cal / 10240.0;
-    figs.push(fig(
-        "seed-skip-redundant-sync-ipis",
-        "CAL interrupts per 2 MiB collapse (MADV_COLLAPSE of 2 GiB); diamonds: the v8 cover letter's 20 GiB run on 64 cores, per collapse",
-        line_chart_published(
-            "CAL per collapse vs CPUs",
-            "CPUs",
-            "CAL interrupts per collapse",
-            &[
-                Series {
-                    name: "upstream".into(),
-                    points: by("false", cal),
-                },
-                Series {
-                    name: "skip redundant sync".into(),
-                    points: by("true", cal),
-                },
-            ],
-            &[
-                published("upstream (v8)", 64.0, per_collapse(646_316.0)),
-                published("with the series (v8)", 64.0, per_collapse(785.0)),
-            ],
-        )
-        .map_err(Error::Config)?,
-    ));
-    figs.push(fig(
-        "seed-skip-redundant-sync-ipis",
-        "Time to collapse 2 GiB",
-        line_chart(
-            "MADV_COLLAPSE of 2 GiB vs CPUs",
-            "CPUs",
-            "ms",
-            &[
-                Series {
-                    name: "upstream".into(),
-                    points: by("false", ms),
-                },
-                Series {
-                    name: "skip redundant sync".into(),
-                    points: by("true", ms),
-                },
-            ],
-        )
-        .map_err(Error::Config)?,
-    ));
+    Ok(vec![
+        figure(
+            "seed-skip-redundant-sync-ipis",
+            "CAL interrupts per 2 MiB collapse (MADV_COLLAPSE of 2 GiB); diamonds: the v8 cover letter's 20 GiB run on 64 cores, per collapse",
+            line_chart_published(
+                "CAL per collapse vs CPUs",
+                "CPUs",
+                "CAL interrupts per collapse",
+                &[
+                    series("upstream", curve(&rows, "false", cal)),
+                    series("skip redundant sync", curve(&rows, "true", cal)),
+                ],
+                &[
+                    published("upstream (v8)", 64.0, per_collapse(646_316.0)),
+                    published("with the series (v8)", 64.0, per_collapse(785.0)),
+                ],
+            ),
+        )?,
+        figure(
+            "seed-skip-redundant-sync-ipis",
+            "Time to collapse 2 GiB",
+            line_chart(
+                "MADV_COLLAPSE of 2 GiB vs CPUs",
+                "CPUs",
+                "ms",
+                &[
+                    series("upstream", curve(&rows, "false", ms)),
+                    series("skip redundant sync", curve(&rows, "true", ms)),
+                ],
+            ),
+        )?,
+    ])
+}
+
+/// will-it-scale `tlb_flush2`: TLB IPIs per op, threads against processes.
+fn will_it_scale_figure(opts: &RunOptions) -> Result<Figure, Error> {
     let mut wis = load_scenario("tlb-flush-threads")?;
     wis.set("workload.iterations=30")?;
     let axes = [
@@ -1031,13 +1069,8 @@ pub fn figures(opts: &RunOptions) -> Result<Vec<Figure>, Error> {
         Axis::parse("workload.threads=2,4,8,16,32")?,
     ];
     let rows = sweep(&wis, &axes, opts, false)?;
-    let series = |name: &str| -> Vec<(f64, f64)> {
-        rows.iter()
-            .filter(|r| r.values[0].1 == name)
-            .map(|r| (r.values[1].1.parse().unwrap_or(0.0), r.tlb_per_op))
-            .collect()
-    };
-    figs.push(fig(
+    let per_op = |r: &SweepRow| r.tlb_per_op;
+    figure(
         "will-it-scale",
         "will-it-scale tlb_flush2: TLB shootdown IPIs per madvise",
         line_chart(
@@ -1045,19 +1078,19 @@ pub fn figures(opts: &RunOptions) -> Result<Vec<Figure>, Error> {
             "tasks",
             "TLB IPIs per op",
             &[
-                Series {
-                    name: "threads (one mm)".into(),
-                    points: series("tlb_flush_threads"),
-                },
-                Series {
-                    name: "processes".into(),
-                    points: series("tlb_flush_processes"),
-                },
+                series(
+                    "threads (one mm)",
+                    curve(&rows, "tlb_flush_threads", per_op),
+                ),
+                series("processes", curve(&rows, "tlb_flush_processes", per_op)),
             ],
-        )
-        .map_err(Error::Config)?,
-    ));
-    // Seed (a) v7: cyclictest's wake-up latency CDF.
+        ),
+    )
+}
+
+/// Seed (a) v7: cyclictest's wake-up latency CDF, upstream against the
+/// preemptible flush.
+fn rt_latency_figure(opts: &RunOptions) -> Result<Figure, Error> {
     let rt = load_scenario("rt-latency")?;
     let variants = [
         "as given".to_string(),
@@ -1067,12 +1100,15 @@ pub fn figures(opts: &RunOptions) -> Result<Vec<Figure>, Error> {
         run_scenario(&rt, opts)?.0,
         run_scenario(&apply_variant(&rt, &variants[1])?, opts)?.0,
     ];
-    figs.push(fig(
+    figure(
         "seed-flush-tlb-info-on-stack",
         "x86 cyclictest wake-up latency next to a madvise storm: upstream vs the preemptible flush",
-        crate::plot::latency_cdf("rt-latency", &variants, &reports).map_err(Error::Config)?,
-    ));
-    // Seed (c): share of busy time in TLB maintenance against cores.
+        crate::plot::latency_cdf("rt-latency", &variants, &reports),
+    )
+}
+
+/// Seed (c): the share of busy time in TLB maintenance against cores.
+fn arm64_share_figure(opts: &RunOptions) -> Result<Figure, Error> {
     let mut usemem = reduced_usemem()?;
     usemem.set("workload.iterations=60")?;
     let axes = [
@@ -1081,13 +1117,8 @@ pub fn figures(opts: &RunOptions) -> Result<Vec<Figure>, Error> {
     ];
     usemem.set("arm64.spurious_fault_flush=local")?;
     let rows = sweep(&usemem, &axes, opts, false)?;
-    let share = |flush: &str| -> Vec<(f64, f64)> {
-        rows.iter()
-            .filter(|r| r.values[0].1 == flush)
-            .map(|r| (r.values[1].1.parse().unwrap_or(0.0), r.flush_share * 100.0))
-            .collect()
-    };
-    figs.push(fig(
+    let share = |r: &SweepRow| r.flush_share * 100.0;
+    figure(
         "seed-arm64-local-tlbi-wp-fault",
         "arm64 usemem with fork/exec: busy time in TLB maintenance (broadcast TLBI + DSB ISH waits); diamonds: the cover letter's perf cycles% on its 128-core server",
         line_chart_published(
@@ -1095,23 +1126,20 @@ pub fn figures(opts: &RunOptions) -> Result<Vec<Figure>, Error> {
             "cores",
             "% of busy CPU time",
             &[
-                Series {
-                    name: "upstream: broadcast reuse flush".into(),
-                    points: share("broadcast"),
-                },
-                Series {
-                    name: "seed: local reuse flush".into(),
-                    points: share("local"),
-                },
+                series("upstream: broadcast reuse flush", curve(&rows, "broadcast", share)),
+                series("seed: local reuse flush", curve(&rows, "local", share)),
             ],
             &[
                 published("upstream", 128.0, 50.5),
                 published("with the patch", 128.0, 0.3),
             ],
-        )
-        .map_err(Error::Config)?,
-    ));
-    // Seed (d): IPIs as the run goes on (masks only grow).
+        ),
+    )
+}
+
+/// Seed (d): flush IPIs as the run goes on (masks only grow), upstream,
+/// deferred, and deferred with mask clearing.
+fn riscv_ipi_figure(opts: &RunOptions) -> Result<Figure, Error> {
     let stress = load_scenario("mmapstress01")?;
     let runs = Axis::parse("workload.iterations=250,500,1000,1500,2000")?;
     let rows = sweep(
@@ -1131,13 +1159,8 @@ pub fn figures(opts: &RunOptions) -> Result<Vec<Figure>, Error> {
         opts,
         false,
     )?;
-    let ipi = |rows: &[crate::sweep::Row], d: &str| -> Vec<(f64, f64)> {
-        rows.iter()
-            .filter(|r| r.values[0].1 == d)
-            .map(|r| (r.values[1].1.parse().unwrap_or(0.0), r.cal_total as f64))
-            .collect()
-    };
-    figs.push(fig(
+    let ipis = |r: &SweepRow| r.cal_total as f64;
+    figure(
         "seed-riscv-defer-flush-to-context-switch",
         "RISC-V LTP mmapstress01 on 64 harts: TLB-flush IPIs (CAL row) against children forked; diamonds: the RFC's ~108k and ~46k (drawn at the scenario's 2000 forks; the mask-clearing 268 is a different patch and is not drawn)",
         line_chart_published(
@@ -1145,27 +1168,16 @@ pub fn figures(opts: &RunOptions) -> Result<Vec<Figure>, Error> {
             "children forked",
             "IPIs",
             &[
-                Series {
-                    name: "upstream".into(),
-                    points: ipi(&rows, "false"),
-                },
-                Series {
-                    name: "defer to context switch".into(),
-                    points: ipi(&rows, "true"),
-                },
-                Series {
-                    name: "defer + clear mm_cpumask (4)".into(),
-                    points: ipi(&rows_thr, "4"),
-                },
+                series("upstream", curve(&rows, "false", ipis)),
+                series("defer to context switch", curve(&rows, "true", ipis)),
+                series("defer + clear mm_cpumask (4)", curve(&rows_thr, "4", ipis)),
             ],
             &[
                 published("upstream (RFC v1)", 2000.0, 108_000.0),
                 published("deferral (RFC v1)", 2000.0, 46_000.0),
             ],
-        )
-        .map_err(Error::Config)?,
-    ));
-    Ok(figs)
+        ),
+    )
 }
 
 /// Facts about the run, for the report's header.
