@@ -9,6 +9,14 @@ use crate::Error;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+mod arm64;
+mod riscv;
+mod x86;
+pub use arm64::{Arm64Cfg, SpuriousFaultFlush, WpReuseFlush};
+pub use riscv::Rfence;
+pub use riscv::RiscvCfg;
+pub use x86::{FlushTlbInfoPlacement, Paravirt, X86Cfg};
+
 /// A size in bytes, written `4KiB`, `1MiB`, `20GiB` or as a plain number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Size(pub u64);
@@ -100,18 +108,6 @@ impl Arch {
 pub enum Preemption {
     None,
     Full,
-}
-
-/// Where `struct flush_tlb_info` lives (seed x86-flush-tlb-info-on-stack).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FlushTlbInfoPlacement {
-    /// Upstream today: `DEFINE_PER_CPU_SHARED_ALIGNED(struct flush_tlb_info, ...)`.
-    Percpu,
-    /// The seed: on the caller's stack, `__aligned(64)`.
-    StackAligned,
-    /// On the stack with only natural (8-byte) alignment.
-    StackUnaligned,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -231,149 +227,6 @@ impl Default for WorkloadCfg {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct X86Cfg {
-    /// Seed (a): `percpu | stack_aligned | stack_unaligned`.
-    pub flush_tlb_info: FlushTlbInfoPlacement,
-    /// Byte offset within its cache line of an unaligned on-stack
-    /// `flush_tlb_info` (8-byte aligned; 32 puts the 40-byte struct across two lines).
-    pub flush_tlb_info_stack_offset: u32,
-    /// `tlb_single_page_flush_ceiling` (debugfs), in pages.
-    pub tlb_single_page_flush_ceiling: u32,
-    /// X86_FEATURE_INVLPGB: multi-CPU flushes use broadcast INVLPGB + TLBSYNC, no IPIs.
-    pub invlpgb: bool,
-    /// `pv_ops.mmu.flush_tlb_multi`: `none` (native) or `kvm`.
-    pub paravirt: Paravirt,
-    /// In a guest: mean time a vCPU runs between host preemptions (µs,
-    /// exponential); 0 = never preempted (bare metal). A preempted vCPU takes
-    /// IPIs when it runs again; `paravirt = kvm` skips it instead.
-    pub vcpu_run_us: u32,
-    /// Mean length of a host preemption of a vCPU (µs, exponential).
-    pub vcpu_preempt_us: u32,
-    /// Seed (a) v7: `flush_tlb_mm_range` keeps only migration disabled while
-    /// it waits for the IPIs, so it can be preempted. Needs a stack
-    /// `flush_tlb_info` (the per-CPU one would be overwritten by a
-    /// preempting flush on the same CPU).
-    pub preemptible_flush: bool,
-}
-
-impl Default for X86Cfg {
-    fn default() -> Self {
-        X86Cfg {
-            flush_tlb_info: FlushTlbInfoPlacement::Percpu,
-            flush_tlb_info_stack_offset: 32,
-            tlb_single_page_flush_ceiling: 33,
-            invlpgb: false,
-            paravirt: Paravirt::None,
-            vcpu_run_us: 0,
-            vcpu_preempt_us: 50,
-            preemptible_flush: false,
-        }
-    }
-}
-
-/// How `__ptep_set_access_flags` invalidates the stale read-only entry
-/// after `wp_page_reuse` upgraded a PTE (seed arm64-local-tlbi-wp-fault).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WpReuseFlush {
-    /// Upstream: `flush_tlb_page`, a broadcast `TLBI VALE1IS` + `DSB ISH`.
-    Broadcast,
-    /// The seed: `local_flush_tlb_page`, `TLBI VALE1` + `DSB NSH`.
-    Local,
-}
-
-/// What `flush_tlb_fix_spurious_fault` does on arm64.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SpuriousFaultFlush {
-    /// Upstream: nothing (every upgrade was broadcast, so a spurious fault
-    /// only raced with a flush that already completed).
-    None,
-    /// The seed: `local_flush_tlb_page_nonotify`.
-    Local,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Arm64Cfg {
-    /// Seed (c): `broadcast` (upstream) | `local`.
-    pub wp_reuse_flush: WpReuseFlush,
-    /// Seed (c): `none` (upstream) | `local`. `local` reuse with `none` here is
-    /// the unsafe combination: a stale read-only entry faults forever.
-    pub spurious_fault_flush: SpuriousFaultFlush,
-    /// FEAT_TLBIRANGE: `__flush_tlb_range` uses range TLBIs (`TLBI RVALE1IS`).
-    pub range_tlbi: bool,
-    /// `ID_AA64MMFR0_EL1.ASIDBits`: 8 or 16 (smaller values only to exercise rollover).
-    pub asid_bits: u32,
-}
-
-impl Default for Arm64Cfg {
-    fn default() -> Self {
-        Arm64Cfg {
-            wp_reuse_flush: WpReuseFlush::Broadcast,
-            spurious_fault_flush: SpuriousFaultFlush::None,
-            range_tlbi: false,
-            asid_bits: 16,
-        }
-    }
-}
-
-/// How RISC-V reaches other harts' TLBs (`riscv_use_sbi_for_rfence()`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Rfence {
-    /// Kernel IPIs (`on_each_cpu_mask`), each target runs `sfence.vma` itself.
-    Ipi,
-    /// `sbi_remote_sfence_vma_asid`: an ecall; the firmware IPIs the harts.
-    Sbi,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RiscvCfg {
-    /// Remote flush mechanism: `ipi` | `sbi`.
-    pub rfence: Rfence,
-    /// `tlb_flush_all_threshold`: ranges over this many pages flush the whole ASID.
-    pub tlb_flush_all_threshold: u32,
-    /// ASID bits the hart implements (`satp.ASID` width, up to 16); 0 = no ASIDs.
-    pub asid_bits: u32,
-    /// Seed (d): queue flushes for harts not running the mm; apply at `switch_mm`.
-    pub defer_flush_to_context_switch: bool,
-    /// Seed (d): entries in each hart's deferred-flush queue before it
-    /// degrades to "flush the whole ASID".
-    pub flush_queue_depth: u32,
-    /// Seed (d) follow-up: clear a hart from `mm_cpumask` after it switched away
-    /// from the mm this many times while deferring (0 = never, as upstream).
-    pub cpumask_clear_threshold: u32,
-    /// UNSAFE (the v1 bug found in review): defer kernel-ASID flushes too.
-    pub defer_kernel_flush: bool,
-    /// UNSAFE: read `loaded_asid` before publishing the queued flush (no
-    /// ordering against `switch_mm`'s store of `loaded_asid`).
-    pub unordered_enqueue: bool,
-    /// Xu Lu's mask-clearing patch (Aug 2025, "riscv: mm: Clear cpu in
-    /// mm_cpumask after local_flush_tlb_all_asid"): a hart that flushes an
-    /// mm's whole ASID while not running it leaves the mm's `mm_cpumask`.
-    pub cpumask_clear_on_flush_all: bool,
-}
-
-impl Default for RiscvCfg {
-    fn default() -> Self {
-        RiscvCfg {
-            rfence: Rfence::Ipi,
-            tlb_flush_all_threshold: 64,
-            asid_bits: 16,
-            defer_flush_to_context_switch: false,
-            flush_queue_depth: 16,
-            cpumask_clear_threshold: 0,
-            defer_kernel_flush: false,
-            unordered_enqueue: false,
-            cpumask_clear_on_flush_all: false,
-        }
-    }
-}
-
 /// Deliberate bugs, to show that the invariant monitor (and later the
 /// checker) catches them. All off by default; never a model of upstream.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -413,16 +266,6 @@ pub struct InjectCfg {
     /// `__collapse_huge_page_isolate` skips `is_refcount_suitable`: a page
     /// a GUP pin still holds is collapsed (the pinner's writes are lost).
     pub collapse_skip_refcount_check: bool,
-}
-
-/// The paravirtual TLB-flush backend (`pv_ops.mmu.flush_tlb_multi`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Paravirt {
-    /// Bare metal: `native_flush_tlb_multi`.
-    None,
-    /// KVM guest: `kvm_flush_tlb_multi` skips preempted vCPUs.
-    Kvm,
 }
 
 /// Generic mm switches.
@@ -695,100 +538,15 @@ impl Scenario {
                 w.size, m.memory
             )));
         }
-        let x = &self.x86;
-        if x.flush_tlb_info_stack_offset >= 64 || !x.flush_tlb_info_stack_offset.is_multiple_of(8) {
-            return Err(Error::Range(format!(
-                "x86.flush_tlb_info_stack_offset = {} (a multiple of 8 below 64)",
-                x.flush_tlb_info_stack_offset
-            )));
-        }
-        if x.tlb_single_page_flush_ceiling > 1 << 20 {
-            return Err(Error::Range(format!(
-                "x86.tlb_single_page_flush_ceiling = {}",
-                x.tlb_single_page_flush_ceiling
-            )));
-        }
-        if x.vcpu_run_us > 10_000_000 || x.vcpu_preempt_us > 10_000_000 {
-            return Err(Error::Range(
-                "x86.vcpu_run_us / x86.vcpu_preempt_us (allowed 0..=10000000)".into(),
-            ));
-        }
-        if x.preemptible_flush
-            && x.flush_tlb_info == FlushTlbInfoPlacement::Percpu
-            && !self.inject.preemptible_percpu_flush
-        {
-            return Err(Error::Config(
-                "x86.preemptible_flush needs x86.flush_tlb_info = stack_aligned or stack_unaligned: a preempting flush on the same CPU would overwrite the per-CPU struct (unsafe)".into(),
-            ));
-        }
         if m.irqoff_hz > 1_000_000 || m.irqoff_long_pct > 100 {
             return Err(Error::Range(format!(
                 "machine.irqoff_hz = {} (allowed 0..=1000000), machine.irqoff_long_pct = {} (0..=100)",
                 m.irqoff_hz, m.irqoff_long_pct
             )));
         }
-        let a = &self.arm64;
-        if !(2..=16).contains(&a.asid_bits) {
-            return Err(Error::Range(format!(
-                "arm64.asid_bits = {} (allowed 2..=16; hardware has 8 or 16)",
-                a.asid_bits
-            )));
-        }
-        if m.arch == Arch::Arm64 && (1u64 << a.asid_bits) <= m.cpus as u64 + 1 {
-            return Err(Error::Range(format!(
-                "arm64.asid_bits = {} gives {} ASIDs, not more than machine.cpus + 1 = {} (asids_init refuses: every CPU may hold one across a rollover)",
-                a.asid_bits,
-                1u64 << a.asid_bits,
-                m.cpus + 1
-            )));
-        }
-        let r = &self.riscv;
-        if r.asid_bits > 16 || r.asid_bits == 1 {
-            return Err(Error::Range(format!(
-                "riscv.asid_bits = {} (allowed 0 or 2..=16)",
-                r.asid_bits
-            )));
-        }
-        if !(1..=4096).contains(&r.flush_queue_depth) || r.tlb_flush_all_threshold > 1 << 20 {
-            return Err(Error::Range(format!(
-                "riscv.flush_queue_depth = {} (allowed 1..=4096), riscv.tlb_flush_all_threshold = {}",
-                r.flush_queue_depth, r.tlb_flush_all_threshold
-            )));
-        }
-        if r.cpumask_clear_threshold > 0 && !r.defer_flush_to_context_switch {
-            return Err(Error::Config(
-                "riscv.cpumask_clear_threshold needs riscv.defer_flush_to_context_switch = true"
-                    .into(),
-            ));
-        }
-        if m.arch == Arch::Riscv
-            && (r.defer_flush_to_context_switch || r.defer_kernel_flush)
-            && !self.riscv_use_asid()
-        {
-            return Err(Error::Config(format!(
-                "riscv.defer_flush_to_context_switch needs the ASID allocator, which the kernel enables only with more than 2 x machine.cpus = {} ASIDs (riscv.asid_bits = {})",
-                2 * m.cpus,
-                r.asid_bits
-            )));
-        }
-        if m.arch != Arch::X86
-            && (x.invlpgb
-                || x.paravirt != Paravirt::None
-                || x.flush_tlb_info != FlushTlbInfoPlacement::Percpu)
-        {
-            return Err(Error::Config(format!(
-                "x86.* switches (invlpgb, paravirt, flush_tlb_info) need machine.arch = \"x86\", not \"{}\"",
-                m.arch.name()
-            )));
-        }
-        Ok(())
-    }
-
-    /// arch/riscv/mm/context.c: `asids_init`: the ASID allocator is used only
-    /// when there are more than twice as many ASIDs as CPUs; otherwise
-    /// every switch flushes the TLB (`set_mm_noasid`).
-    pub fn riscv_use_asid(&self) -> bool {
-        self.riscv.asid_bits > 0 && (1u64 << self.riscv.asid_bits) > 2 * self.machine.cpus as u64
+        self.x86.validate(self)?;
+        self.arm64.validate(self)?;
+        self.riscv.validate(self)
     }
 
     /// The resolved scenario as JSON (for `--json` output).
@@ -832,68 +590,12 @@ impl Scenario {
 
     /// Every switch and its allowed values, for `tlblab list`.
     pub fn switches() -> Vec<(&'static str, &'static str, &'static str)> {
-        vec![
+        let mut v = vec![
             ("machine.arch", "x86 | arm64 | riscv", "architecture whose flush paths run"),
-            (
-                "arm64.wp_reuse_flush",
-                "broadcast | local",
-                "seed arm64-local-tlbi-wp-fault: TLBI after wp_page_reuse upgrades a PTE",
-            ),
-            (
-                "arm64.spurious_fault_flush",
-                "none | local",
-                "seed arm64-local-tlbi-wp-fault: flush_tlb_fix_spurious_fault (none + local reuse = UNSAFE livelock)",
-            ),
-            ("arm64.range_tlbi", "true | false", "FEAT_TLBIRANGE range invalidation"),
-            ("arm64.asid_bits", "8 | 16 (2..16)", "ASID width; small values exercise rollover"),
-            ("riscv.rfence", "ipi | sbi", "remote sfence.vma by kernel IPI or SBI firmware call"),
-            (
-                "riscv.defer_flush_to_context_switch",
-                "true | false",
-                "seed riscv-defer-flush: queue flushes for harts not running the mm",
-            ),
-            ("riscv.flush_queue_depth", "entries (16)", "deferred queue depth (TLB_FLUSH_QUEUE_SIZE); full: IPI now"),
-            (
-                "riscv.cpumask_clear_threshold",
-                "switches (0 = never)",
-                "clear a hart from mm_cpumask after N switches away",
-            ),
-            ("riscv.tlb_flush_all_threshold", "pages (64)", "ranges longer than this flush the ASID"),
-            ("riscv.asid_bits", "0 | 2..16 (16)", "ASID width; 0 = no ASIDs"),
-            ("riscv.defer_kernel_flush", "true | false", "UNSAFE (v1 bug): defer kernel-ASID flushes"),
-            (
-                "riscv.unordered_enqueue",
-                "true | false",
-                "UNSAFE: loaded_asid read not ordered against the queued flush",
-            ),
-            (
-                "riscv.cpumask_clear_on_flush_all",
-                "true | false",
-                "mask-clearing patch: leave mm_cpumask after a whole-ASID flush",
-            ),
-            (
-                "x86.flush_tlb_info",
-                "percpu | stack_aligned | stack_unaligned",
-                "where struct flush_tlb_info lives (seed x86-flush-tlb-info-on-stack)",
-            ),
-            (
-                "x86.flush_tlb_info_stack_offset",
-                "0..56, step 8",
-                "offset in its line of an unaligned stack struct",
-            ),
-            ("x86.invlpgb", "true | false", "AMD INVLPGB broadcast flush instead of IPIs"),
-            (
-                "x86.preemptible_flush",
-                "true | false",
-                "seed x86-flush-tlb-info-on-stack v7: wait for flush IPIs with preemption on (needs a stack flush_tlb_info)",
-            ),
             ("machine.preemption", "none | full", "kernel preemption model (full: RT tasks preempt kernel code)"),
             ("machine.irqoff_hz", "per s per CPU (0)", "IRQ-off windows (short typical, long tail)"),
             ("machine.irqoff_long_pct", "% (1)", "share of IRQ-off windows drawn from the long tail"),
             ("inject.preemptible_percpu_flush", "true | false", "UNSAFE: preemptible flush with the per-CPU flush_tlb_info"),
-            ("x86.paravirt", "none | kvm", "flush_tlb_multi backend; kvm skips preempted vCPUs"),
-            ("x86.vcpu_run_us", "us (0 = never)", "a guest: mean vCPU run time between host preemptions (IPIs to a preempted vCPU wait; kvm skips it)"),
-            ("x86.vcpu_preempt_us", "us (50)", "a guest: mean host preemption length"),
             (
                 "mm.skip_redundant_table_sync",
                 "true | false",
@@ -905,11 +607,6 @@ impl Scenario {
                 "mm.targeted_table_sync",
                 "true | false",
                 "seed skip-redundant-sync-ipis step 2: sync IPIs only CPUs in a GUP-fast walk of the mm",
-            ),
-            (
-                "x86.tlb_single_page_flush_ceiling",
-                "pages (33)",
-                "ranges longer than this become full flushes",
             ),
             (
                 "machine.pcid",
@@ -981,7 +678,11 @@ impl Scenario {
                 "true | false",
                 "BUG: __collapse_huge_page_isolate collapses pages a GUP pin still holds",
             ),
-        ]
+        ];
+        v.extend_from_slice(X86Cfg::SWITCHES);
+        v.extend_from_slice(Arm64Cfg::SWITCHES);
+        v.extend_from_slice(RiscvCfg::SWITCHES);
+        v
     }
 }
 

@@ -1,0 +1,93 @@
+//! The `[arm64]` section of a scenario: the arm64 flush paths' switches
+//! (`crates/kernel/src/arch/arm64`), their defaults and their checks.
+
+use super::{Arch, Scenario};
+use crate::Error;
+use serde::{Deserialize, Serialize};
+
+/// How `__ptep_set_access_flags` invalidates the stale read-only entry
+/// after `wp_page_reuse` upgraded a PTE (seed arm64-local-tlbi-wp-fault).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WpReuseFlush {
+    /// Upstream: `flush_tlb_page`, a broadcast `TLBI VALE1IS` + `DSB ISH`.
+    Broadcast,
+    /// The seed: `local_flush_tlb_page`, `TLBI VALE1` + `DSB NSH`.
+    Local,
+}
+
+/// What `flush_tlb_fix_spurious_fault` does on arm64.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpuriousFaultFlush {
+    /// Upstream: nothing (every upgrade was broadcast, so a spurious fault
+    /// only raced with a flush that already completed).
+    None,
+    /// The seed: `local_flush_tlb_page_nonotify`.
+    Local,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Arm64Cfg {
+    /// Seed (c): `broadcast` (upstream) | `local`.
+    pub wp_reuse_flush: WpReuseFlush,
+    /// Seed (c): `none` (upstream) | `local`. `local` reuse with `none` here is
+    /// the unsafe combination: a stale read-only entry faults forever.
+    pub spurious_fault_flush: SpuriousFaultFlush,
+    /// FEAT_TLBIRANGE: `__flush_tlb_range` uses range TLBIs (`TLBI RVALE1IS`).
+    pub range_tlbi: bool,
+    /// `ID_AA64MMFR0_EL1.ASIDBits`: 8 or 16 (smaller values only to exercise rollover).
+    pub asid_bits: u32,
+}
+
+impl Default for Arm64Cfg {
+    fn default() -> Self {
+        Arm64Cfg {
+            wp_reuse_flush: WpReuseFlush::Broadcast,
+            spurious_fault_flush: SpuriousFaultFlush::None,
+            range_tlbi: false,
+            asid_bits: 16,
+        }
+    }
+}
+
+impl Arm64Cfg {
+    /// Every `arm64.*` switch and its allowed values, for `tlblab list`.
+    pub(super) const SWITCHES: &'static [(&'static str, &'static str, &'static str)] = &[
+        (
+            "arm64.wp_reuse_flush",
+            "broadcast | local",
+            "seed arm64-local-tlbi-wp-fault: TLBI after wp_page_reuse upgrades a PTE",
+        ),
+        (
+            "arm64.spurious_fault_flush",
+            "none | local",
+            "seed arm64-local-tlbi-wp-fault: flush_tlb_fix_spurious_fault (none + local reuse = UNSAFE livelock)",
+        ),
+        ("arm64.range_tlbi", "true | false", "FEAT_TLBIRANGE range invalidation"),
+        ("arm64.asid_bits", "8 | 16 (2..16)", "ASID width; small values exercise rollover"),
+    ];
+
+    /// Check what the types cannot: ranges, and combinations with the
+    /// machine and the other sections (`s` is the whole scenario).
+    pub(super) fn validate(&self, s: &Scenario) -> Result<(), Error> {
+        let m = &s.machine;
+        let a = self;
+        if !(2..=16).contains(&a.asid_bits) {
+            return Err(Error::Range(format!(
+                "arm64.asid_bits = {} (allowed 2..=16; hardware has 8 or 16)",
+                a.asid_bits
+            )));
+        }
+        if m.arch == Arch::Arm64 && (1u64 << a.asid_bits) <= m.cpus as u64 + 1 {
+            return Err(Error::Range(format!(
+                "arm64.asid_bits = {} gives {} ASIDs, not more than machine.cpus + 1 = {} (asids_init refuses: every CPU may hold one across a rollover)",
+                a.asid_bits,
+                1u64 << a.asid_bits,
+                m.cpus + 1
+            )));
+        }
+        Ok(())
+    }
+}
