@@ -306,6 +306,152 @@ pub enum PtReclaim {
     Off,
 }
 
+impl MachineCfg {
+    /// The `[machine]` section's ranges and combinations.
+    fn validate(&self) -> Result<(), Error> {
+        let m = self;
+        if !(1..=4096).contains(&m.cpus) {
+            return Err(Error::Range(format!(
+                "machine.cpus = {} (allowed 1..=4096)",
+                m.cpus
+            )));
+        }
+        if !(1..=1 << 20).contains(&m.tlb_entries)
+            || m.tlb_ways == 0
+            || !m.tlb_entries.is_multiple_of(m.tlb_ways)
+        {
+            return Err(Error::Range(format!(
+                "machine.tlb_entries = {} with tlb_ways = {} (entries 1..=1048576, a multiple of ways)",
+                m.tlb_entries, m.tlb_ways
+            )));
+        }
+        if !(m.tlb_entries / m.tlb_ways).is_power_of_two() {
+            return Err(Error::Range(format!(
+                "machine.tlb_entries / machine.tlb_ways = {} sets (must be a power of two)",
+                m.tlb_entries / m.tlb_ways
+            )));
+        }
+        if !(1..=4096).contains(&m.psc_entries) {
+            return Err(Error::Range(format!(
+                "machine.psc_entries = {} (allowed 1..=4096)",
+                m.psc_entries
+            )));
+        }
+        if m.memory.0 < 1 << 20 || m.memory.0 > 1 << 46 {
+            return Err(Error::Range(format!(
+                "machine.memory = {} (allowed 1MiB..=64TiB)",
+                m.memory
+            )));
+        }
+        if m.max_sim_time_ms == 0 || m.max_sim_time_ms > 3_600_000 {
+            return Err(Error::Range(format!(
+                "machine.max_sim_time_ms = {} (allowed 1..=3600000)",
+                m.max_sim_time_ms
+            )));
+        }
+        if m.smi_hz > 10_000 || m.smi_us > 100_000 {
+            return Err(Error::Range(format!(
+                "machine.smi_hz = {}, machine.smi_us = {} (allowed 0..=10000 and 0..=100000)",
+                m.smi_hz, m.smi_us
+            )));
+        }
+        if m.nmi_hz > 100_000 {
+            return Err(Error::Range(format!(
+                "machine.nmi_hz = {} (allowed 0..=100000)",
+                m.nmi_hz
+            )));
+        }
+        if m.timeslice_us > 10_000_000 || m.migrate_pct > 100 {
+            return Err(Error::Range(format!(
+                "machine.timeslice_us = {} (allowed 0..=10000000), machine.migrate_pct = {} (0..=100)",
+                m.timeslice_us, m.migrate_pct
+            )));
+        }
+        if m.migrate_pct > 0 && m.timeslice_us == 0 {
+            return Err(Error::Config(
+                "machine.migrate_pct needs machine.timeslice_us > 0 (migration happens at ticks)"
+                    .into(),
+            ));
+        }
+        if m.jitter_pct > 50 {
+            return Err(Error::Range(format!(
+                "machine.jitter_pct = {} (allowed 0..=50)",
+                m.jitter_pct
+            )));
+        }
+        if m.irqoff_hz > 1_000_000 || m.irqoff_long_pct > 100 {
+            return Err(Error::Range(format!(
+                "machine.irqoff_hz = {} (allowed 0..=1000000), machine.irqoff_long_pct = {} (0..=100)",
+                m.irqoff_hz, m.irqoff_long_pct
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl WorkloadCfg {
+    /// The `[workload]` section's ranges, its keys that only some
+    /// workloads have, and its size against the machine's memory.
+    fn validate(&self, m: &MachineCfg) -> Result<(), Error> {
+        let w = self;
+        if w.iterations == 0 || w.iterations > 1_000_000_000_000 {
+            return Err(Error::Range(format!(
+                "workload.iterations = {} (allowed 1..=10^12)",
+                w.iterations
+            )));
+        }
+        if w.lazy_threads > 0 && w.name != "hugetlb_unshare" {
+            return Err(Error::Config(format!(
+                "workload.lazy_threads is a key of hugetlb_unshare only, not of {}",
+                w.name
+            )));
+        }
+        if w.populate_stride != 1 && w.name != "khugepaged_collapse" {
+            return Err(Error::Config(format!(
+                "workload.populate_stride is a key of khugepaged_collapse only, not of {}",
+                w.name
+            )));
+        }
+        if w.pin_ios != 0 && w.name != "khugepaged_collapse" && w.name != "collapse_race" {
+            return Err(Error::Config(format!(
+                "workload.pin_ios is a key of khugepaged_collapse and collapse_race only, not of {}",
+                w.name
+            )));
+        }
+        if w.pin_ios > 1_000_000 {
+            return Err(Error::Range(format!(
+                "workload.pin_ios = {} (allowed 0..=1000000)",
+                w.pin_ios
+            )));
+        }
+        if !(1..=512).contains(&w.populate_stride) {
+            return Err(Error::Range(format!(
+                "workload.populate_stride = {} (allowed 1..=512 pages)",
+                w.populate_stride
+            )));
+        }
+        if w.lazy_threads > m.cpus {
+            return Err(Error::Range(format!(
+                "workload.lazy_threads = {} (at most machine.cpus = {})",
+                w.lazy_threads, m.cpus
+            )));
+        }
+        if w.period_us > 3_600_000_000 {
+            return Err(Error::Range(format!(
+                "workload.period_us = {} (allowed 0..=3600000000)",
+                w.period_us
+            )));
+        }
+        if w.size.0 == 0 || w.size.0 > m.memory.0 {
+            return Err(Error::Range(format!(
+                "workload.size = {} (must be positive and fit machine.memory = {})",
+                w.size, m.memory
+            )));
+        }
+        Ok(())
+    }
+}
+
 impl Scenario {
     /// Is `CONFIG_PT_RECLAIM` on for this machine (`mm.pt_reclaim`)?
     pub fn pt_reclaim(&self) -> bool {
@@ -406,144 +552,15 @@ impl Scenario {
         Ok(())
     }
 
-    /// Check ranges that the types cannot.
+    /// Check ranges that the types cannot, and switches that need others.
     pub fn validate(&self) -> Result<(), Error> {
-        let m = &self.machine;
         if self.inject.gup_fast_publish_late && !self.mm.targeted_table_sync {
             return Err(Error::Config(
                 "inject.gup_fast_publish_late needs mm.targeted_table_sync=true (nothing is published without it)".into(),
             ));
         }
-        if !(1..=4096).contains(&m.cpus) {
-            return Err(Error::Range(format!(
-                "machine.cpus = {} (allowed 1..=4096)",
-                m.cpus
-            )));
-        }
-        if !(1..=1 << 20).contains(&m.tlb_entries)
-            || m.tlb_ways == 0
-            || !m.tlb_entries.is_multiple_of(m.tlb_ways)
-        {
-            return Err(Error::Range(format!(
-                "machine.tlb_entries = {} with tlb_ways = {} (entries 1..=1048576, a multiple of ways)",
-                m.tlb_entries, m.tlb_ways
-            )));
-        }
-        if !(m.tlb_entries / m.tlb_ways).is_power_of_two() {
-            return Err(Error::Range(format!(
-                "machine.tlb_entries / machine.tlb_ways = {} sets (must be a power of two)",
-                m.tlb_entries / m.tlb_ways
-            )));
-        }
-        if !(1..=4096).contains(&m.psc_entries) {
-            return Err(Error::Range(format!(
-                "machine.psc_entries = {} (allowed 1..=4096)",
-                m.psc_entries
-            )));
-        }
-        if m.memory.0 < 1 << 20 || m.memory.0 > 1 << 46 {
-            return Err(Error::Range(format!(
-                "machine.memory = {} (allowed 1MiB..=64TiB)",
-                m.memory
-            )));
-        }
-        if m.max_sim_time_ms == 0 || m.max_sim_time_ms > 3_600_000 {
-            return Err(Error::Range(format!(
-                "machine.max_sim_time_ms = {} (allowed 1..=3600000)",
-                m.max_sim_time_ms
-            )));
-        }
-        if m.smi_hz > 10_000 || m.smi_us > 100_000 {
-            return Err(Error::Range(format!(
-                "machine.smi_hz = {}, machine.smi_us = {} (allowed 0..=10000 and 0..=100000)",
-                m.smi_hz, m.smi_us
-            )));
-        }
-        if m.nmi_hz > 100_000 {
-            return Err(Error::Range(format!(
-                "machine.nmi_hz = {} (allowed 0..=100000)",
-                m.nmi_hz
-            )));
-        }
-        if m.timeslice_us > 10_000_000 || m.migrate_pct > 100 {
-            return Err(Error::Range(format!(
-                "machine.timeslice_us = {} (allowed 0..=10000000), machine.migrate_pct = {} (0..=100)",
-                m.timeslice_us, m.migrate_pct
-            )));
-        }
-        if m.migrate_pct > 0 && m.timeslice_us == 0 {
-            return Err(Error::Config(
-                "machine.migrate_pct needs machine.timeslice_us > 0 (migration happens at ticks)"
-                    .into(),
-            ));
-        }
-        if m.jitter_pct > 50 {
-            return Err(Error::Range(format!(
-                "machine.jitter_pct = {} (allowed 0..=50)",
-                m.jitter_pct
-            )));
-        }
-        let w = &self.workload;
-        if w.iterations == 0 || w.iterations > 1_000_000_000_000 {
-            return Err(Error::Range(format!(
-                "workload.iterations = {} (allowed 1..=10^12)",
-                w.iterations
-            )));
-        }
-        if w.lazy_threads > 0 && w.name != "hugetlb_unshare" {
-            return Err(Error::Config(format!(
-                "workload.lazy_threads is a key of hugetlb_unshare only, not of {}",
-                w.name
-            )));
-        }
-        if w.populate_stride != 1 && w.name != "khugepaged_collapse" {
-            return Err(Error::Config(format!(
-                "workload.populate_stride is a key of khugepaged_collapse only, not of {}",
-                w.name
-            )));
-        }
-        if w.pin_ios != 0 && w.name != "khugepaged_collapse" && w.name != "collapse_race" {
-            return Err(Error::Config(format!(
-                "workload.pin_ios is a key of khugepaged_collapse and collapse_race only, not of {}",
-                w.name
-            )));
-        }
-        if w.pin_ios > 1_000_000 {
-            return Err(Error::Range(format!(
-                "workload.pin_ios = {} (allowed 0..=1000000)",
-                w.pin_ios
-            )));
-        }
-        if !(1..=512).contains(&w.populate_stride) {
-            return Err(Error::Range(format!(
-                "workload.populate_stride = {} (allowed 1..=512 pages)",
-                w.populate_stride
-            )));
-        }
-        if w.lazy_threads > m.cpus {
-            return Err(Error::Range(format!(
-                "workload.lazy_threads = {} (at most machine.cpus = {})",
-                w.lazy_threads, m.cpus
-            )));
-        }
-        if w.period_us > 3_600_000_000 {
-            return Err(Error::Range(format!(
-                "workload.period_us = {} (allowed 0..=3600000000)",
-                w.period_us
-            )));
-        }
-        if w.size.0 == 0 || w.size.0 > m.memory.0 {
-            return Err(Error::Range(format!(
-                "workload.size = {} (must be positive and fit machine.memory = {})",
-                w.size, m.memory
-            )));
-        }
-        if m.irqoff_hz > 1_000_000 || m.irqoff_long_pct > 100 {
-            return Err(Error::Range(format!(
-                "machine.irqoff_hz = {} (allowed 0..=1000000), machine.irqoff_long_pct = {} (0..=100)",
-                m.irqoff_hz, m.irqoff_long_pct
-            )));
-        }
+        self.machine.validate()?;
+        self.workload.validate(&self.machine)?;
         self.x86.validate(self)?;
         self.arm64.validate(self)?;
         self.riscv.validate(self)
