@@ -262,43 +262,23 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             Flow::Yield
         }
         UserOp::MmapFile { start, len, file } => {
-            fx.cost(Cost::SyscallEntryExit, 1);
-            fx.cost(Cost::MmapFixed, 1);
-            fx.label(crate::Label::Syscall { nr: "mmap" });
-            let mm = w.tasks[t as usize].mm;
-            mmap_fixed_begin(w, t, mm, start, len, fx);
-            w.add_vma_file(mm, start, len, file);
-            crate::mm::mmap_lock::mmap_write_unlock(w, mm, fx);
+            sys_mmap(w, t, start, len, Mapping::File(file), fx);
             advance(w);
             Flow::Yield
         }
-        UserOp::Mmap { start, len } | UserOp::MmapHugetlb { start, len } => {
-            let hugetlb = matches!(*op, UserOp::MmapHugetlb { .. });
-            fx.cost(Cost::SyscallEntryExit, 1);
-            fx.cost(Cost::MmapFixed, 1);
-            fx.label(crate::Label::Syscall { nr: "mmap" });
-            let mm = w.tasks[t as usize].mm;
-            mmap_fixed_begin(w, t, mm, start, len, fx);
-            if hugetlb {
-                w.add_vma_hugetlb(mm, start, len);
-            } else {
-                w.add_vma(mm, start, len);
-            }
-            crate::mm::mmap_lock::mmap_write_unlock(w, mm, fx);
+        UserOp::Mmap { start, len } => {
+            sys_mmap(w, t, start, len, Mapping::Anon, fx);
+            advance(w);
+            Flow::Yield
+        }
+        UserOp::MmapHugetlb { start, len } => {
+            sys_mmap(w, t, start, len, Mapping::Hugetlb, fx);
             advance(w);
             Flow::Yield
         }
         UserOp::Spin => Flow::Block,
         UserOp::DoneSpin => {
-            let task = &mut w.tasks[t as usize];
-            if !task.us.done {
-                task.us.done = true;
-                if task.measured {
-                    task.measured = false;
-                    w.measuring -= 1;
-                    fx.stat(Stat::Done(t));
-                }
-            }
+            done_spin(w, t, fx);
             Flow::Block
         }
         UserOp::Compute { ns } => {
@@ -358,36 +338,13 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             call(w, t, || Frame::Vfree(crate::mm::vmalloc::Vfree::new(va)))
         }
         UserOp::KernelRead { va } => {
-            fx.cost(Cost::SyscallEntryExit, 1);
-            let mapped = crate::mm::memory::pte_table(w, crate::INIT_MM, va).is_some_and(|t| {
-                machine::mem::pte::present(
-                    w.mem.read(t, machine::mem::table_index(va, 1)).unwrap_or(0),
-                )
-            });
-            if mapped {
-                crate::hw::mmu::kernel_access(w, cpu, va, fx);
-            }
+            kernel_read(w, cpu, va, fx);
             advance(w);
             Flow::Yield
         }
         UserOp::ClockNanosleep { period_ns, op } => {
-            fx.cost(Cost::SyscallEntryExit, 1);
-            fx.label(crate::Label::Syscall {
-                nr: "clock_nanosleep",
-            });
             advance(w);
-            let now = w.now;
-            let task = &mut w.tasks[t as usize];
-            let base = if task.us.deadline == 0 {
-                now
-            } else {
-                task.us.deadline
-            };
-            task.us.deadline = (base + period_ns as u64).max(now + 1);
-            task.state = crate::world::TaskState::Sleeping;
-            fx.timer(cpu, t, op, task.us.deadline);
-            w.set_curr(cpu, None);
-            crate::sched::core::schedule(w, cpu, fx);
+            clock_nanosleep(w, cpu, t, period_ns, op, fx);
             Flow::Yield
         }
         UserOp::RetryOnEagain { to } => {
@@ -408,13 +365,7 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             if n == 0 {
                 return Flow::Continue;
             }
-            let task = &mut w.tasks[t as usize];
-            // The CPU's timer stands for the completion interrupt.
-            task.us.deadline = w.now;
-            task.state = crate::world::TaskState::Sleeping;
-            fx.sleep(cpu, t, cost, n);
-            w.set_curr(cpu, None);
-            crate::sched::core::schedule(w, cpu, fx);
+            io_wait(w, cpu, t, cost, n, fx);
             Flow::Yield
         }
         UserOp::Yield => {
@@ -431,6 +382,95 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             Flow::Yield
         }
     }
+}
+
+/// What an `mmap` maps.
+enum Mapping {
+    Anon,
+    Hugetlb,
+    File(u32),
+}
+
+/// mm/mmap.c: `mmap(MAP_FIXED)`: the syscall under `mmap_write_lock`,
+/// the VMAs it replaces write-locked (`mmap_fixed_begin`), the new VMA.
+fn sys_mmap(w: &mut World, t: TaskId, start: u64, len: u64, what: Mapping, fx: &mut Effects) {
+    fx.cost(Cost::SyscallEntryExit, 1);
+    fx.cost(Cost::MmapFixed, 1);
+    fx.label(crate::Label::Syscall { nr: "mmap" });
+    let mm = w.tasks[t as usize].mm;
+    mmap_fixed_begin(w, t, mm, start, len, fx);
+    match what {
+        Mapping::Anon => w.add_vma(mm, start, len),
+        Mapping::Hugetlb => w.add_vma_hugetlb(mm, start, len),
+        Mapping::File(file) => w.add_vma_file(mm, start, len, file),
+    }
+    crate::mm::mmap_lock::mmap_write_unlock(w, mm, fx);
+}
+
+/// The program's measured part is over: report the task done (once); it
+/// spins idle from now on.
+fn done_spin(w: &mut World, t: TaskId, fx: &mut Effects) {
+    let task = &mut w.tasks[t as usize];
+    if !task.us.done {
+        task.us.done = true;
+        if task.measured {
+            task.measured = false;
+            w.measuring -= 1;
+            fx.stat(Stat::Done(t));
+        }
+    }
+}
+
+/// A system call that reads kernel memory at `va` (a vmalloc area) if it
+/// is mapped: the kernel's own translation through this CPU's TLB.
+fn kernel_read(w: &mut World, cpu: CpuId, va: u64, fx: &mut Effects) {
+    fx.cost(Cost::SyscallEntryExit, 1);
+    let mapped = crate::mm::memory::pte_table(w, crate::INIT_MM, va).is_some_and(|t| {
+        machine::mem::pte::present(w.mem.read(t, machine::mem::table_index(va, 1)).unwrap_or(0))
+    });
+    if mapped {
+        crate::hw::mmu::kernel_access(w, cpu, va, fx);
+    }
+}
+
+/// kernel/time/hrtimer.c: `clock_nanosleep(TIMER_ABSTIME)` on the next
+/// period (cyclictest's loop): the task sleeps, its hrtimer armed on this
+/// CPU, and the CPU schedules.
+fn clock_nanosleep(
+    w: &mut World,
+    cpu: CpuId,
+    t: TaskId,
+    period_ns: u32,
+    op: u16,
+    fx: &mut Effects,
+) {
+    fx.cost(Cost::SyscallEntryExit, 1);
+    fx.label(crate::Label::Syscall {
+        nr: "clock_nanosleep",
+    });
+    let now = w.now;
+    let task = &mut w.tasks[t as usize];
+    let base = if task.us.deadline == 0 {
+        now
+    } else {
+        task.us.deadline
+    };
+    task.us.deadline = (base + period_ns as u64).max(now + 1);
+    task.state = crate::world::TaskState::Sleeping;
+    fx.timer(cpu, t, op, task.us.deadline);
+    w.set_curr(cpu, None);
+    crate::sched::core::schedule(w, cpu, fx);
+}
+
+/// The task waits for `n` I/Os of `cost` each: it sleeps, the CPU's timer
+/// standing for the completion interrupt, and the CPU schedules.
+fn io_wait(w: &mut World, cpu: CpuId, t: TaskId, cost: Cost, n: u32, fx: &mut Effects) {
+    let task = &mut w.tasks[t as usize];
+    task.us.deadline = w.now;
+    task.state = crate::world::TaskState::Sleeping;
+    fx.sleep(cpu, t, cost, n);
+    w.set_curr(cpu, None);
+    crate::sched::core::schedule(w, cpu, fx);
 }
 
 /// A system call's kernel path: what `Flow::Call` does from user mode (the
