@@ -65,7 +65,10 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     match real_main(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
@@ -73,6 +76,31 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// A command line clap refused: help and version as clap prints them;
+/// anything else as one line (`tlblab: ...`, without clap's usage and
+/// hints), exit 2 like every other bad input.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    let text = e.to_string();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty())
+        .collect();
+    let msg = lines.join("; ");
+    eprintln!("tlblab: {}", msg.strip_prefix("error: ").unwrap_or(&msg));
+    ExitCode::from(2)
 }
 
 /// Exit status: 0 when every run was safe, 1 when `run` or `compare`

@@ -70,6 +70,14 @@ fn bad_input_is_one_line_and_exit_2() {
             "--y",
             "nonsense",
         ],
+        // Refused by the command-line parser: one line too, not clap's
+        // usage and hints.
+        vec!["check", "x86_madvise_race_4cpu", "--max-states", "0"],
+        vec!["check", "x86_madvise_race_4cpu", "--max-depth", "many"],
+        vec!["check", "--symmetry", "maybe"],
+        vec!["run", "--nope"],
+        vec!["run", "--set"],
+        vec!["frobnicate"],
     ];
     for args in cases {
         let (code, out, err) = tlblab(&args);

@@ -12,9 +12,13 @@ pub struct Args {
     /// Override a setting of the check's scenario (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
-    #[arg(long, default_value_t = 400)]
+    /// Explore interleavings of at most this many steps; a longer one
+    /// makes the verdict "bounded".
+    #[arg(long, default_value_t = 400, value_parser = at_least_one)]
     max_depth: usize,
-    #[arg(long, default_value_t = 2_000_000)]
+    /// Stop after this many distinct states (the verdict is then
+    /// "bounded" unless a violation was found first).
+    #[arg(long, default_value_t = 2_000_000, value_parser = at_least_one)]
     max_states: usize,
     /// Symmetry reduction over the check's interchangeable CPUs (where
     /// it declares some): `off` explores every renamed copy, to compare.
@@ -30,6 +34,15 @@ pub struct Args {
     /// counts and counterexamples do not depend on it.
     #[arg(long, default_value_t = 0)]
     threads: usize,
+}
+
+/// A bound of 1 or more (0 would explore nothing and call it a verdict).
+fn at_least_one(v: &str) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 pub fn main(args: Args) -> Result<u8, Error> {
