@@ -208,7 +208,7 @@ pub fn run_scenario(s: &Scenario, opts: &RunOptions) -> Result<(Report, WallStat
     if need > opts.max_memory {
         return Err(Error::TooBig(format!(
             "scenario needs about {} MiB of host memory, more than --max-memory {} MiB",
-            need >> 20,
+            need.div_ceil(1 << 20),
             opts.max_memory >> 20
         )));
     }

@@ -98,7 +98,15 @@ fn usage_error(e: clap::Error) -> ExitCode {
         .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
         .filter(|l| !l.is_empty())
         .collect();
-    let msg = lines.join("; ");
+    let mut msg = String::new();
+    for l in lines {
+        if !msg.is_empty() {
+            // A list after "...:" continues its line; anything else is a
+            // clause of its own.
+            msg.push_str(if msg.ends_with(':') { " " } else { "; " });
+        }
+        msg.push_str(l);
+    }
     eprintln!("tlblab: {}", msg.strip_prefix("error: ").unwrap_or(&msg));
     ExitCode::from(2)
 }

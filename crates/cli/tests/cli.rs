@@ -78,6 +78,8 @@ fn bad_input_is_one_line_and_exit_2() {
         vec!["run", "--nope"],
         vec!["run", "--set"],
         vec!["frobnicate"],
+        vec!["check", "--all", "--threads", "100000"],
+        vec!["bench"],
     ];
     for args in cases {
         let (code, out, err) = tlblab(&args);

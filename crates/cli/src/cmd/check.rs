@@ -32,7 +32,7 @@ pub struct Args {
     json: bool,
     /// Worker threads of the exploration (0: one per core). Verdicts,
     /// counts and counterexamples do not depend on it.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = super::thread_count)]
     threads: usize,
 }
 

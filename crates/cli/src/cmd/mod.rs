@@ -16,6 +16,19 @@ pub mod validate;
 use machine::{scenario::Size, Error, Scenario};
 use tlblab::RunOptions;
 
+/// Most worker threads `--threads` takes (more would only oversubscribe
+/// the machine; each costs a stack).
+const MAX_THREADS: usize = 1024;
+
+/// `--threads N`: 0 (one per core) up to [`MAX_THREADS`].
+pub fn thread_count(v: &str) -> Result<usize, String> {
+    match v.parse::<usize>() {
+        Ok(n) if n <= MAX_THREADS => Ok(n),
+        Ok(_) => Err(format!("allowed 0..={MAX_THREADS} (0: one per core)")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 #[derive(clap::Args, Clone)]
 pub struct Common {
     /// Override a scenario field: dotted.key=value (repeatable).

@@ -14,7 +14,7 @@ pub struct Args {
     #[arg(long)]
     no_check: bool,
     /// Checker threads (0: one per core).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = super::thread_count)]
     threads: usize,
     #[arg(long)]
     json: bool,
