@@ -1351,7 +1351,7 @@ pub fn write_report(
     sections: &[Section],
     figs: &[Figure],
 ) -> Result<String, Error> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::Io(format!("{dir}: {e}")))?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::Write(format!("{dir}: {e}")))?;
     let mut html = String::from(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"/><title>tlblab report</title>\
          <style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}pre{background:#f6f6f6;padding:1em;overflow-x:auto}\
@@ -1374,7 +1374,7 @@ pub fn write_report(
     }
     html.push_str("</body></html>\n");
     let path = format!("{dir}/index.html");
-    std::fs::write(&path, html).map_err(|e| Error::Io(format!("{path}: {e}")))?;
+    std::fs::write(&path, html).map_err(|e| Error::Write(format!("{path}: {e}")))?;
     Ok(path)
 }
 

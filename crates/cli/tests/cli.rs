@@ -80,6 +80,13 @@ fn bad_input_is_one_line_and_exit_2() {
         vec!["frobnicate"],
         vec!["check", "--all", "--threads", "100000"],
         vec!["bench"],
+        vec![
+            "run",
+            "--set",
+            "workload.iterations=10",
+            "--trace-out",
+            "/nonexistent/dir/trace.json",
+        ],
     ];
     for args in cases {
         let (code, out, err) = tlblab(&args);
@@ -91,6 +98,9 @@ fn bad_input_is_one_line_and_exit_2() {
         );
         assert!(err.starts_with("tlblab: "), "{args:?}: {err}");
         assert!(!err.contains("panicked"));
+        if args.contains(&"--trace-out") {
+            assert!(err.starts_with("tlblab: cannot write "), "{err}");
+        }
     }
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -13,6 +13,8 @@ pub enum Error {
     TooBig(String),
     /// A file could not be read.
     Io(String),
+    /// A file or directory could not be written or made.
+    Write(String),
     /// The host cannot run what was asked.
     Unsupported(String),
 }
@@ -24,6 +26,7 @@ impl fmt::Display for Error {
             Error::Range(s) => write!(f, "out of range: {s}"),
             Error::TooBig(s) => write!(f, "refused: {s}"),
             Error::Io(s) => write!(f, "cannot read {s}"),
+            Error::Write(s) => write!(f, "cannot write {s}"),
             Error::Unsupported(s) => write!(f, "unsupported: {s}"),
         }
     }

@@ -216,7 +216,7 @@ pub fn write(
         .into_inner()
         .expect("trace lock");
     let (doc, note) = trace.finish(sim.now);
-    std::fs::write(path, doc).map_err(|e| Error::Io(format!("{path}: {e}")))?;
+    std::fs::write(path, doc).map_err(|e| Error::Write(format!("{path}: {e}")))?;
     Ok(note)
 }
 

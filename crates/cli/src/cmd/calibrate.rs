@@ -17,9 +17,10 @@ pub fn main(args: Args) -> Result<u8, Error> {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
     {
-        std::fs::create_dir_all(dir).map_err(|e| Error::Io(format!("{}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::Write(format!("{}: {e}", dir.display())))?;
     }
-    std::fs::write(&out, c.profile.to_toml()).map_err(|e| Error::Io(format!("{out}: {e}")))?;
+    std::fs::write(&out, c.profile.to_toml()).map_err(|e| Error::Write(format!("{out}: {e}")))?;
     println!(
         "{:<30} {:>10} {:>14} {:>16} {:>8}",
         "metric", "host", "model default", "model calibrated", "ratio"

@@ -60,7 +60,7 @@ pub fn main(args: Args) -> Result<u8, Error> {
     if let Some(path) = plot {
         let svg =
             tlblab::plot::latency_cdf(&base.name, &labels, &reports).map_err(Error::Config)?;
-        std::fs::write(&path, svg).map_err(|e| Error::Io(format!("{path}: {e}")))?;
+        std::fs::write(&path, svg).map_err(|e| Error::Write(format!("{path}: {e}")))?;
         eprintln!("wrote {path}");
     }
     Ok(u8::from(unsafe_run))

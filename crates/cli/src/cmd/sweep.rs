@@ -84,9 +84,9 @@ pub fn main(args: Args) -> Result<u8, Error> {
         }
         let rows = tlblab::sweep::sweep_shard(&base, &axes, &opts, !common.json, sh)?;
         let path = format!("{out}/{}", sh.file_name());
-        std::fs::create_dir_all(&out).map_err(|e| Error::Io(format!("{out}: {e}")))?;
+        std::fs::create_dir_all(&out).map_err(|e| Error::Write(format!("{out}: {e}")))?;
         std::fs::write(&path, tlblab::sweep::shard_doc(&base, &axes, sh, &rows))
-            .map_err(|e| Error::Io(format!("{path}: {e}")))?;
+            .map_err(|e| Error::Write(format!("{path}: {e}")))?;
         eprintln!(
             "wrote {path} ({} runs); merge with: tlblab sweep --merge {out}",
             rows.len()
@@ -119,11 +119,11 @@ fn write_sweep(
     json: bool,
 ) -> Result<u8, Error> {
     let (csv, doc) = tlblab::sweep::outputs(scenario, axes, rows);
-    std::fs::create_dir_all(out).map_err(|e| Error::Io(format!("{out}: {e}")))?;
+    std::fs::create_dir_all(out).map_err(|e| Error::Write(format!("{out}: {e}")))?;
     std::fs::write(format!("{out}/sweep.csv"), &csv)
-        .map_err(|e| Error::Io(format!("{out}/sweep.csv: {e}")))?;
+        .map_err(|e| Error::Write(format!("{out}/sweep.csv: {e}")))?;
     std::fs::write(format!("{out}/sweep.json"), &doc)
-        .map_err(|e| Error::Io(format!("{out}/sweep.json: {e}")))?;
+        .map_err(|e| Error::Write(format!("{out}/sweep.json: {e}")))?;
     if json {
         println!("{doc}");
     } else {
@@ -132,7 +132,7 @@ fn write_sweep(
     }
     if let Some(path) = plot {
         let svg = tlblab::plot::sweep_chart(name, axes, rows, y).map_err(Error::Config)?;
-        std::fs::write(&path, svg).map_err(|e| Error::Io(format!("{path}: {e}")))?;
+        std::fs::write(&path, svg).map_err(|e| Error::Write(format!("{path}: {e}")))?;
         eprintln!("wrote {path}");
     }
     Ok(0)
