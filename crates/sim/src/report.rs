@@ -88,37 +88,8 @@ fn r3(x: f64) -> f64 {
 
 impl Report {
     pub fn build(sim: &Sim, scenario: serde_json::Value, end: End) -> Report {
-        let w = &sim.world;
-        let c = &w.counters;
-        let mut ops = Vec::new();
-        // Workload ops first (in registration order), the kernel span last.
-        let order = (1..sim.ops.len()).chain(std::iter::once(0));
-        for i in order {
-            let Some(o) = sim.ops.get(i) else { continue };
-            if o.count == 0 {
-                continue;
-            }
-            let mean = o.sum / o.count as f64;
-            let var = (o.sum_sq / o.count as f64 - mean * mean).max(0.0);
-            let span = o.last_end.saturating_sub(o.first_begin.unwrap_or(0)).max(1);
-            ops.push(OpReport {
-                name: w.op_names[i].clone(),
-                count: o.count,
-                per_sec: r3(o.count as f64 * 1e9 / span as f64),
-                latency_ns: Latency {
-                    mean: r3(mean),
-                    stddev: r3(var.sqrt()),
-                    p50: o.hist.value_at_quantile(0.5),
-                    p99: o.hist.value_at_quantile(0.99),
-                    p999: o.hist.value_at_quantile(0.999),
-                    max: o.hist.max(),
-                },
-                cdf: CDF_QUANTILES
-                    .iter()
-                    .map(|&q| (q, o.hist.value_at_quantile(q)))
-                    .collect(),
-            });
-        }
+        let c = &sim.world.counters;
+        let ops = op_reports(sim);
         let tlb_flush = FlushReason::ALL
             .iter()
             .map(|r| (r.name().to_string(), c.tlb_flush[*r as usize]))
@@ -127,73 +98,7 @@ impl Report {
         totals.insert("TLB".to_string(), c.irq_tlb.iter().sum());
         totals.insert("CAL".to_string(), c.irq_cal.iter().sum());
         totals.insert("RES".to_string(), c.irq_res.iter().sum());
-        let mut arch: BTreeMap<String, u64> = [
-            ("invlpg", c.invlpg),
-            ("full_flushes", c.full_flushes),
-            ("cr3_writes", c.cr3_writes),
-            ("tlb_hits", c.tlb_hits),
-            ("tlb_misses", c.tlb_misses),
-            ("ipis_sent", c.ipis_sent),
-            ("csd_queued", c.csd_queued),
-            ("sched_migrations", c.sched_migrations),
-            ("segv", c.segv),
-            ("violations_dropped", c.violations_dropped),
-            ("frames_in_use", w.mem.in_use() as u64),
-            ("table_sync_ipi", c.table_sync_ipi),
-            ("table_sync_skipped", c.table_sync_skipped),
-            ("invlpgb", c.invlpgb),
-            ("tlbsync", c.tlbsync),
-            ("kvm_deferred_flushes", c.kvm_deferred_flushes),
-            ("vcpu_preemptions", c.vcpu_preemptions),
-            ("gup_fast", c.gup_fast),
-            ("gup_fast_backoff", c.gup_fast_backoff),
-            ("collapses", c.collapses),
-            ("pmd_shares", c.pmd_shares),
-            ("pmd_unshares", c.pmd_unshares),
-            ("pmd_fully_unshared", c.pmd_fully_unshared),
-            ("rcu_table_batches", c.rcu_table_batches),
-            ("tlbi_is", c.tlbi_is),
-            ("dsb_ish", c.dsb_ish),
-            ("tlbi_local", c.tlbi_local),
-            ("dvm_ops", sim.dvm_ops),
-            ("asid_rollovers", w.asids.rollovers),
-            ("wp_reuse", c.wp_reuse),
-            ("wp_copy", c.wp_copy),
-            ("forks", c.forks),
-            ("spurious_livelocks", c.spurious_livelocks),
-            ("sfence_vma", c.sfence_vma),
-            ("sbi_rfence", c.sbi_rfence),
-            ("deferred_flushes", c.deferred_flushes),
-            ("deferred_applied", c.deferred_applied),
-            ("deferred_overflows", c.deferred_overflows),
-            ("cpumask_cleared", c.cpumask_cleared),
-            ("defer_ipi_running", c.defer_ipi_running),
-            ("defer_ipi_loaded", c.defer_ipi_loaded),
-            ("defer_enqueues", c.defer_enqueues),
-            ("defer_drains", c.defer_drains),
-            ("kernel_range_flushes", c.kernel_range_flushes),
-            ("tlbbatch_flushes", c.tlbbatch_flushes),
-            ("pt_reclaimed", c.pt_reclaimed),
-            ("table_sync_rcu", c.table_sync_rcu),
-            ("table_sync_rcu_skipped", c.table_sync_rcu_skipped),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-        arch.insert("gup_pins".into(), c.gup_pins);
-        arch.insert("madv_collapse_eagain".into(), c.madv_collapse_eagain);
-        arch.insert("collapse_pmd_restored".into(), c.collapse_pmd_restored);
-        arch.insert("vma_lock_success".into(), c.vma_lock_success);
-        arch.insert("vma_lock_fallback".into(), c.vma_lock_fallback);
-        // /sys/kernel/mm/transparent_hugepage/khugepaged-like: collapse
-        // failures by the mm_collapse_huge_page tracepoint's status.
-        for (i, r) in kernel::mm::khugepaged::ScanResult::ALL.iter().enumerate() {
-            arch.insert(format!("collapse_fail_{}", r.name()), c.collapse_fail[i]);
-        }
-        if c.table_sync_targeted > 0 {
-            // Seed (b) step 2 only: reports without it stay as they were.
-            arch.insert("table_sync_targeted".into(), c.table_sync_targeted);
-        }
+        let arch = arch_counters(sim);
         Report {
             scenario,
             end,
@@ -320,4 +225,114 @@ impl Report {
         }
         s
     }
+}
+
+/// Each measured op that ran: workload ops first (in registration order),
+/// the kernel span last.
+fn op_reports(sim: &Sim) -> Vec<OpReport> {
+    let w = &sim.world;
+    let mut ops = Vec::new();
+    // Workload ops first (in registration order), the kernel span last.
+    let order = (1..sim.ops.len()).chain(std::iter::once(0));
+    for i in order {
+        let Some(o) = sim.ops.get(i) else { continue };
+        if o.count == 0 {
+            continue;
+        }
+        let mean = o.sum / o.count as f64;
+        let var = (o.sum_sq / o.count as f64 - mean * mean).max(0.0);
+        let span = o.last_end.saturating_sub(o.first_begin.unwrap_or(0)).max(1);
+        ops.push(OpReport {
+            name: w.op_names[i].clone(),
+            count: o.count,
+            per_sec: r3(o.count as f64 * 1e9 / span as f64),
+            latency_ns: Latency {
+                mean: r3(mean),
+                stddev: r3(var.sqrt()),
+                p50: o.hist.value_at_quantile(0.5),
+                p99: o.hist.value_at_quantile(0.99),
+                p999: o.hist.value_at_quantile(0.999),
+                max: o.hist.max(),
+            },
+            cdf: CDF_QUANTILES
+                .iter()
+                .map(|&q| (q, o.hist.value_at_quantile(q)))
+                .collect(),
+        });
+    }
+    ops
+}
+
+/// The architecture's and the mm's counters, by name (`/proc/vmstat`-like).
+fn arch_counters(sim: &Sim) -> BTreeMap<String, u64> {
+    let w = &sim.world;
+    let c = &w.counters;
+    let mut arch: BTreeMap<String, u64> = [
+        ("invlpg", c.invlpg),
+        ("full_flushes", c.full_flushes),
+        ("cr3_writes", c.cr3_writes),
+        ("tlb_hits", c.tlb_hits),
+        ("tlb_misses", c.tlb_misses),
+        ("ipis_sent", c.ipis_sent),
+        ("csd_queued", c.csd_queued),
+        ("sched_migrations", c.sched_migrations),
+        ("segv", c.segv),
+        ("violations_dropped", c.violations_dropped),
+        ("frames_in_use", w.mem.in_use() as u64),
+        ("table_sync_ipi", c.table_sync_ipi),
+        ("table_sync_skipped", c.table_sync_skipped),
+        ("invlpgb", c.invlpgb),
+        ("tlbsync", c.tlbsync),
+        ("kvm_deferred_flushes", c.kvm_deferred_flushes),
+        ("vcpu_preemptions", c.vcpu_preemptions),
+        ("gup_fast", c.gup_fast),
+        ("gup_fast_backoff", c.gup_fast_backoff),
+        ("collapses", c.collapses),
+        ("pmd_shares", c.pmd_shares),
+        ("pmd_unshares", c.pmd_unshares),
+        ("pmd_fully_unshared", c.pmd_fully_unshared),
+        ("rcu_table_batches", c.rcu_table_batches),
+        ("tlbi_is", c.tlbi_is),
+        ("dsb_ish", c.dsb_ish),
+        ("tlbi_local", c.tlbi_local),
+        ("dvm_ops", sim.dvm_ops),
+        ("asid_rollovers", w.asids.rollovers),
+        ("wp_reuse", c.wp_reuse),
+        ("wp_copy", c.wp_copy),
+        ("forks", c.forks),
+        ("spurious_livelocks", c.spurious_livelocks),
+        ("sfence_vma", c.sfence_vma),
+        ("sbi_rfence", c.sbi_rfence),
+        ("deferred_flushes", c.deferred_flushes),
+        ("deferred_applied", c.deferred_applied),
+        ("deferred_overflows", c.deferred_overflows),
+        ("cpumask_cleared", c.cpumask_cleared),
+        ("defer_ipi_running", c.defer_ipi_running),
+        ("defer_ipi_loaded", c.defer_ipi_loaded),
+        ("defer_enqueues", c.defer_enqueues),
+        ("defer_drains", c.defer_drains),
+        ("kernel_range_flushes", c.kernel_range_flushes),
+        ("tlbbatch_flushes", c.tlbbatch_flushes),
+        ("pt_reclaimed", c.pt_reclaimed),
+        ("table_sync_rcu", c.table_sync_rcu),
+        ("table_sync_rcu_skipped", c.table_sync_rcu_skipped),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    arch.insert("gup_pins".into(), c.gup_pins);
+    arch.insert("madv_collapse_eagain".into(), c.madv_collapse_eagain);
+    arch.insert("collapse_pmd_restored".into(), c.collapse_pmd_restored);
+    arch.insert("vma_lock_success".into(), c.vma_lock_success);
+    arch.insert("vma_lock_fallback".into(), c.vma_lock_fallback);
+    // /sys/kernel/mm/transparent_hugepage/khugepaged-like: collapse
+    // failures by the mm_collapse_huge_page tracepoint's status.
+    for (i, r) in kernel::mm::khugepaged::ScanResult::ALL.iter().enumerate() {
+        arch.insert(format!("collapse_fail_{}", r.name()), c.collapse_fail[i]);
+    }
+    if c.table_sync_targeted > 0 {
+        // Seed (b) step 2 only: reports without it stay as they were.
+        arch.insert("table_sync_targeted".into(), c.table_sync_targeted);
+    }
+    arch
 }
