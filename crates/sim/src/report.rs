@@ -232,7 +232,6 @@ impl Report {
 fn op_reports(sim: &Sim) -> Vec<OpReport> {
     let w = &sim.world;
     let mut ops = Vec::new();
-    // Workload ops first (in registration order), the kernel span last.
     let order = (1..sim.ops.len()).chain(std::iter::once(0));
     for i in order {
         let Some(o) = sim.ops.get(i) else { continue };
