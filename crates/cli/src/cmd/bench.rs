@@ -43,28 +43,8 @@ pub fn main(args: Args) -> Result<u8, Error> {
         _ => (ncpu - 1).min(3),
     });
     let host = bench::run_with(&workload, threads, iterations, !no_trace)?;
-    let n = host.op_count().max(1) as f64;
     let model = if vs_model {
-        let mut s = load_scenario("default")?;
-        s.set(&format!("machine.cpus={ncpu}"))?;
-        s.set(&format!("workload.name={workload}"))?;
-        s.set(&format!("workload.threads={threads}"))?;
-        // The region or file the host program uses (bench::run).
-        match workload.as_str() {
-            "tlb_flush_threads" | "tlb_flush_processes" | "lat_pagefault" | "lat_mmap" => {
-                s.set("workload.size=1MiB")?
-            }
-            "mmapstress01" => s.set("workload.size=4KiB")?,
-            _ => {}
-        }
-        // mmapstress01's iterations are children forked (the host caps them at 2000).
-        let cap = if workload == "mmapstress01" {
-            2000
-        } else {
-            200_000
-        };
-        s.set(&format!("workload.iterations={}", iterations.min(cap)))?;
-        Some(run_scenario(&s, &RunOptions::default())?.0)
+        Some(model_of(&workload, ncpu, threads, iterations)?)
     } else {
         None
     };
@@ -73,6 +53,50 @@ pub fn main(args: Args) -> Result<u8, Error> {
         println!("{}", serde_json::to_string_pretty(&v).expect("json"));
         return Ok(0);
     }
+    print_table(&host, model.as_ref(), &workload, ncpu, threads);
+    Ok(0)
+}
+
+/// `--vs-model`: the same workload simulated at the host's CPU count,
+/// with the region or file size and the iterations the host program used.
+fn model_of(
+    workload: &str,
+    ncpu: u32,
+    threads: u32,
+    iterations: u64,
+) -> Result<sim::Report, Error> {
+    let mut s = load_scenario("default")?;
+    s.set(&format!("machine.cpus={ncpu}"))?;
+    s.set(&format!("workload.name={workload}"))?;
+    s.set(&format!("workload.threads={threads}"))?;
+    // The region or file the host program uses (bench::run).
+    match workload {
+        "tlb_flush_threads" | "tlb_flush_processes" | "lat_pagefault" | "lat_mmap" => {
+            s.set("workload.size=1MiB")?
+        }
+        "mmapstress01" => s.set("workload.size=4KiB")?,
+        _ => {}
+    }
+    // mmapstress01's iterations are children forked (the host caps them at 2000).
+    let cap = if workload == "mmapstress01" {
+        2000
+    } else {
+        200_000
+    };
+    s.set(&format!("workload.iterations={}", iterations.min(cap)))?;
+    Ok(run_scenario(&s, &RunOptions::default())?.0)
+}
+
+/// The host's figures per op next to the model's, then the host's
+/// `tlb:tlb_flush` reasons.
+fn print_table(
+    host: &bench::HostReport,
+    model: Option<&sim::Report>,
+    workload: &str,
+    ncpu: u32,
+    threads: u32,
+) {
+    let n = host.op_count().max(1) as f64;
     let t = &host.interrupt_totals;
     println!(
         "host {} ({} CPUs), {workload}, threads {threads}, {} ops",
@@ -89,21 +113,20 @@ pub fn main(args: Args) -> Result<u8, Error> {
             "us/op",
             host.us_per_op(),
             model
-                .as_ref()
                 .and_then(|m| m.main_op())
                 .map(|o| o.latency_ns.mean / 1000.0),
         ),
         (
             "TLB per op",
             t["TLB"] as f64 / n,
-            model.as_ref().map(|m| {
+            model.map(|m| {
                 m.interrupt_totals["TLB"] as f64 / m.main_op().map_or(1, |o| o.count) as f64
             }),
         ),
         (
             "CAL per op",
             t["CAL"] as f64 / n,
-            model.as_ref().map(|m| {
+            model.map(|m| {
                 m.interrupt_totals["CAL"] as f64 / m.main_op().map_or(1, |o| o.count) as f64
             }),
         ),
@@ -126,5 +149,4 @@ pub fn main(args: Args) -> Result<u8, Error> {
     if let Some(note) = host.host["tracefs"].as_str() {
         println!("tracefs: {note}");
     }
-    Ok(0)
 }
