@@ -73,18 +73,17 @@ impl Arm64Cfg {
     /// machine and the other sections (`s` is the whole scenario).
     pub(super) fn validate(&self, s: &Scenario) -> Result<(), Error> {
         let m = &s.machine;
-        let a = self;
-        if !(2..=16).contains(&a.asid_bits) {
+        if !(2..=16).contains(&self.asid_bits) {
             return Err(Error::Range(format!(
                 "arm64.asid_bits = {} (allowed 2..=16; hardware has 8 or 16)",
-                a.asid_bits
+                self.asid_bits
             )));
         }
-        if m.arch == Arch::Arm64 && (1u64 << a.asid_bits) <= m.cpus as u64 + 1 {
+        if m.arch == Arch::Arm64 && (1u64 << self.asid_bits) <= m.cpus as u64 + 1 {
             return Err(Error::Range(format!(
                 "arm64.asid_bits = {} gives {} ASIDs, not more than machine.cpus + 1 = {} (asids_init refuses: every CPU may hold one across a rollover)",
-                a.asid_bits,
-                1u64 << a.asid_bits,
+                self.asid_bits,
+                1u64 << self.asid_bits,
                 m.cpus + 1
             )));
         }

@@ -113,33 +113,32 @@ impl RiscvCfg {
     /// machine and the other sections (`s` is the whole scenario).
     pub(super) fn validate(&self, s: &Scenario) -> Result<(), Error> {
         let m = &s.machine;
-        let r = self;
-        if r.asid_bits > 16 || r.asid_bits == 1 {
+        if self.asid_bits > 16 || self.asid_bits == 1 {
             return Err(Error::Range(format!(
                 "riscv.asid_bits = {} (allowed 0 or 2..=16)",
-                r.asid_bits
+                self.asid_bits
             )));
         }
-        if !(1..=4096).contains(&r.flush_queue_depth) || r.tlb_flush_all_threshold > 1 << 20 {
+        if !(1..=4096).contains(&self.flush_queue_depth) || self.tlb_flush_all_threshold > 1 << 20 {
             return Err(Error::Range(format!(
                 "riscv.flush_queue_depth = {} (allowed 1..=4096), riscv.tlb_flush_all_threshold = {}",
-                r.flush_queue_depth, r.tlb_flush_all_threshold
+                self.flush_queue_depth, self.tlb_flush_all_threshold
             )));
         }
-        if r.cpumask_clear_threshold > 0 && !r.defer_flush_to_context_switch {
+        if self.cpumask_clear_threshold > 0 && !self.defer_flush_to_context_switch {
             return Err(Error::Config(
                 "riscv.cpumask_clear_threshold needs riscv.defer_flush_to_context_switch = true"
                     .into(),
             ));
         }
         if m.arch == Arch::Riscv
-            && (r.defer_flush_to_context_switch || r.defer_kernel_flush)
+            && (self.defer_flush_to_context_switch || self.defer_kernel_flush)
             && !s.riscv_use_asid()
         {
             return Err(Error::Config(format!(
                 "riscv.defer_flush_to_context_switch needs the ASID allocator, which the kernel enables only with more than 2 x machine.cpus = {} ASIDs (riscv.asid_bits = {})",
                 2 * m.cpus,
-                r.asid_bits
+                self.asid_bits
             )));
         }
         Ok(())

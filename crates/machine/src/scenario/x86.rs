@@ -102,26 +102,27 @@ impl X86Cfg {
     /// machine and the other sections (`s` is the whole scenario).
     pub(super) fn validate(&self, s: &Scenario) -> Result<(), Error> {
         let m = &s.machine;
-        let x = self;
-        if x.flush_tlb_info_stack_offset >= 64 || !x.flush_tlb_info_stack_offset.is_multiple_of(8) {
+        if self.flush_tlb_info_stack_offset >= 64
+            || !self.flush_tlb_info_stack_offset.is_multiple_of(8)
+        {
             return Err(Error::Range(format!(
                 "x86.flush_tlb_info_stack_offset = {} (a multiple of 8 below 64)",
-                x.flush_tlb_info_stack_offset
+                self.flush_tlb_info_stack_offset
             )));
         }
-        if x.tlb_single_page_flush_ceiling > 1 << 20 {
+        if self.tlb_single_page_flush_ceiling > 1 << 20 {
             return Err(Error::Range(format!(
                 "x86.tlb_single_page_flush_ceiling = {}",
-                x.tlb_single_page_flush_ceiling
+                self.tlb_single_page_flush_ceiling
             )));
         }
-        if x.vcpu_run_us > 10_000_000 || x.vcpu_preempt_us > 10_000_000 {
+        if self.vcpu_run_us > 10_000_000 || self.vcpu_preempt_us > 10_000_000 {
             return Err(Error::Range(
                 "x86.vcpu_run_us / x86.vcpu_preempt_us (allowed 0..=10000000)".into(),
             ));
         }
-        if x.preemptible_flush
-            && x.flush_tlb_info == FlushTlbInfoPlacement::Percpu
+        if self.preemptible_flush
+            && self.flush_tlb_info == FlushTlbInfoPlacement::Percpu
             && !s.inject.preemptible_percpu_flush
         {
             return Err(Error::Config(
@@ -129,9 +130,9 @@ impl X86Cfg {
             ));
         }
         if m.arch != Arch::X86
-            && (x.invlpgb
-                || x.paravirt != Paravirt::None
-                || x.flush_tlb_info != FlushTlbInfoPlacement::Percpu)
+            && (self.invlpgb
+                || self.paravirt != Paravirt::None
+                || self.flush_tlb_info != FlushTlbInfoPlacement::Percpu)
         {
             return Err(Error::Config(format!(
                 "x86.* switches (invlpgb, paravirt, flush_tlb_info) need machine.arch = \"x86\", not \"{}\"",
