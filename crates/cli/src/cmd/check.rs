@@ -14,11 +14,11 @@ pub struct Args {
     set: Vec<String>,
     /// Explore interleavings of at most this many steps; a longer one
     /// makes the verdict "bounded".
-    #[arg(long, default_value_t = 400, value_parser = at_least_one)]
+    #[arg(long, default_value_t = 400)]
     max_depth: usize,
     /// Stop after this many distinct states (the verdict is then
     /// "bounded" unless a violation was found first).
-    #[arg(long, default_value_t = 2_000_000, value_parser = at_least_one)]
+    #[arg(long, default_value_t = 2_000_000)]
     max_states: usize,
     /// Symmetry reduction over the check's interchangeable CPUs (where
     /// it declares some): `off` explores every renamed copy, to compare.
@@ -32,17 +32,8 @@ pub struct Args {
     json: bool,
     /// Worker threads of the exploration (0: one per core). Verdicts,
     /// counts and counterexamples do not depend on it.
-    #[arg(long, default_value_t = 0, value_parser = super::thread_count)]
+    #[arg(long, default_value_t = 0)]
     threads: usize,
-}
-
-/// A bound of 1 or more (0 would explore nothing and call it a verdict).
-fn at_least_one(v: &str) -> Result<usize, String> {
-    match v.parse::<usize>() {
-        Ok(0) => Err("must be at least 1".into()),
-        Ok(n) => Ok(n),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 pub fn main(args: Args) -> Result<u8, Error> {
@@ -57,7 +48,13 @@ pub fn main(args: Args) -> Result<u8, Error> {
         json,
         threads,
     } = args;
-    check::set_threads(threads);
+    // A bound of 0 would explore nothing and call it a verdict.
+    if max_depth == 0 || max_states == 0 {
+        return Err(Error::Range(format!(
+            "--max-depth {max_depth}, --max-states {max_states} (each at least 1)"
+        )));
+    }
+    super::set_checker_threads(threads)?;
     let model =
         kernel::hw::memory_model::MemoryModel::parse(&memory_model).map_err(Error::Config)?;
     let bounds = check::Bounds {

@@ -20,13 +20,15 @@ use tlblab::RunOptions;
 /// the machine; each costs a stack).
 const MAX_THREADS: usize = 1024;
 
-/// `--threads N`: 0 (one per core) up to [`MAX_THREADS`].
-pub fn thread_count(v: &str) -> Result<usize, String> {
-    match v.parse::<usize>() {
-        Ok(n) if n <= MAX_THREADS => Ok(n),
-        Ok(_) => Err(format!("allowed 0..={MAX_THREADS} (0: one per core)")),
-        Err(e) => Err(e.to_string()),
+/// `--threads N` for the checker: 0 (one per core) up to [`MAX_THREADS`].
+pub fn set_checker_threads(n: usize) -> Result<(), Error> {
+    if n > MAX_THREADS {
+        return Err(Error::Range(format!(
+            "--threads {n} (allowed 0..={MAX_THREADS}, 0: one per core)"
+        )));
     }
+    ::check::set_threads(n);
+    Ok(())
 }
 
 #[derive(clap::Args, Clone)]

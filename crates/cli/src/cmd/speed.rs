@@ -14,7 +14,7 @@ pub struct Args {
     #[arg(long)]
     no_check: bool,
     /// Checker threads (0: one per core).
-    #[arg(long, default_value_t = 0, value_parser = super::thread_count)]
+    #[arg(long, default_value_t = 0)]
     threads: usize,
     #[arg(long)]
     json: bool,
@@ -28,7 +28,7 @@ pub fn main(args: Args) -> Result<u8, Error> {
         threads,
         json,
     } = args;
-    check::set_threads(threads);
+    super::set_checker_threads(threads)?;
     let checks = if no_check { Vec::new() } else { checks };
     tlblab::speed::speed(&names, &checks, json)?;
     Ok(0)
