@@ -486,6 +486,14 @@ pub const CATALOGUE: &[Config] = &[
         world: madvise_race,
     },
     Config {
+        name: "drop_flush_tlb_range_dsb_ishst_unmap",
+        about: "arm64 MADV_DONTNEED without __flush_tlb_range's dsb(ishst): the PTE clear is not yet visible to the page walkers when the TLBI completes, so another CPU's walk re-caches the old PTE and keeps using the page after it is freed",
+        sets: &["machine.arch=arm64", "inject.drop_barrier=__flush_tlb_range.dsb(ishst)"],
+        expect_safe: false,
+        sym: &[],
+        world: madvise_race,
+    },
+    Config {
         name: "drop_flush_tlb_range_dsb_ishst",
         about: "arm64 upstream WP reuse without the dsb(ishst) before the TLBI: the TLBI completes while the new PTE is still buffered, the other CPU's walker re-caches the read-only entry, and the no-op spurious-fault handler never drops it",
         sets: &["machine.arch=arm64", "inject.drop_barrier=__flush_tlb_range.dsb(ishst)"],

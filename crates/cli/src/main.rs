@@ -27,6 +27,9 @@ enum Cmd {
     Sweep(cmd::sweep::Args),
     /// Explore every interleaving of a small configuration (or --all).
     Check(cmd::check::Args),
+    /// Run herd7-format litmus tests on the architectures' memory models
+    /// and compare each verdict with its reference (kinds file).
+    Litmus(cmd::litmus::Args),
     /// Run the real workload on this host's kernel (threads pinned, /proc/interrupts deltas).
     Bench(cmd::bench::Args),
     /// Fit the cost profile to this host and write it (use with --profile).
@@ -121,6 +124,7 @@ fn real_main(cli: Cli) -> Result<u8, Error> {
         Cmd::Compare(a) => cmd::compare::main(a),
         Cmd::Sweep(a) => cmd::sweep::main(a),
         Cmd::Check(a) => cmd::check::main(a),
+        Cmd::Litmus(a) => cmd::litmus::main(a),
         Cmd::Bench(a) => cmd::bench::main(a),
         Cmd::Calibrate(a) => cmd::calibrate::main(a),
         Cmd::Validate(a) => cmd::validate::main(a),

@@ -552,6 +552,13 @@ impl fmt::Display for Label {
                 loc: loc @ crate::hw::memory_model::Loc::Tlbi { .. },
                 ..
             } => write!(f, "issues {loc} into its store buffer (in flight until a DSB)"),
+            Label::StoreBuffered {
+                loc: crate::hw::memory_model::Loc::PteWalk { table, idx },
+                val,
+            } => write!(
+                f,
+                "puts the page walkers' view of the PTE at index {idx} of table frame {table} into its store buffer (walkers see the old PTE {val:#x} until a DSB)"
+            ),
             Label::StoreBuffered { loc, val } => write!(
                 f,
                 "stores {loc} = {} into its store buffer",
@@ -561,6 +568,13 @@ impl fmt::Display for Label {
                 loc: loc @ crate::hw::memory_model::Loc::Tlbi { .. },
                 ..
             } => write!(f, "the hardware completes {loc} (before any DSB)"),
+            Label::Drained {
+                loc: crate::hw::memory_model::Loc::PteWalk { table, idx },
+                ..
+            } => write!(
+                f,
+                "the page walkers now see the new PTE at index {idx} of table frame {table} (before any DSB)"
+            ),
             Label::Drained { loc, val } => write!(
                 f,
                 "store buffer drains: {loc} = {} reaches memory",
@@ -587,6 +601,13 @@ impl fmt::Display for Label {
             } => write!(
                 f,
                 "uses its TLB entry while CPU{owner}'s {loc} is still in its store buffer (no DSB has completed it)"
+            ),
+            Label::ReadPastBuffer {
+                owner,
+                loc: crate::hw::memory_model::Loc::PteWalk { .. },
+            } => write!(
+                f,
+                "walks through the old PTE while CPU{owner}'s clear of it is still in its store buffer for the page walkers (no DSB yet)"
             ),
             Label::ReadPastBuffer { owner, loc } => write!(
                 f,

@@ -17,6 +17,9 @@ pub enum Error {
     Write(String),
     /// The host cannot run what was asked.
     Unsupported(String),
+    /// An input file (a litmus test, a kinds file) is malformed: the file,
+    /// the line and what is wrong.
+    Parse(String),
 }
 
 impl fmt::Display for Error {
@@ -28,6 +31,7 @@ impl fmt::Display for Error {
             Error::Io(s) => write!(f, "cannot read {s}"),
             Error::Write(s) => write!(f, "cannot write {s}"),
             Error::Unsupported(s) => write!(f, "unsupported: {s}"),
+            Error::Parse(s) => write!(f, "cannot parse {s}"),
         }
     }
 }

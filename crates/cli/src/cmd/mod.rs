@@ -8,6 +8,7 @@ pub mod check;
 pub mod compare;
 pub mod demo;
 pub mod list;
+pub mod litmus;
 pub mod run;
 pub mod speed;
 pub mod sweep;

@@ -116,6 +116,16 @@ pub enum Loc {
     /// Entry `index` of page-table page `table` (a PMD the collapser clears
     /// and GUP-fast reads, with `mm.targeted_table_sync`).
     PageTable { table: machine::Pfn, index: usize },
+    /// arm64: the PTE at `idx` of page-table frame `table` *as the page
+    /// walkers see it*. A PTE store is visible to explicit loads once it
+    /// leaves the store buffer (at the PTE lock's release at the latest),
+    /// but to translation table walks, of any CPU, only after a DSB by the
+    /// writer (Arm ARM D8.2.6 / VMSA: "a DSB is required to ensure that
+    /// the write is visible to the translation table walks"; the barrier
+    /// that `__flush_tlb_range`'s `dsb(ishst)` provides). The entry holds
+    /// the *old* value, which walkers keep reading until it drains: at the
+    /// writer's DSB, or whenever the hardware gets to it (a drain step).
+    PteWalk { table: machine::Pfn, idx: u16 },
 }
 
 /// [`Loc::Tlbi`]'s `va` for a whole-ASID invalidation.
@@ -200,6 +210,10 @@ impl std::fmt::Display for Loc {
             Loc::PageTable { table, index } => {
                 write!(f, "entry {index} of page-table frame {table}")
             }
+            Loc::PteWalk { table, idx } => write!(
+                f,
+                "the page walkers' view of the PTE at index {idx} of table frame {table}"
+            ),
         }
     }
 }
@@ -560,6 +574,7 @@ pub fn read_mem(w: &World, loc: Loc) -> u64 {
         Loc::NeedTlbFlush(c) => w.cpus[c as usize].riscv.need_flush as u64,
         Loc::Pte { table, idx } => w.mem.read(table, idx as usize).unwrap_or(0),
         Loc::Tlbi { .. } => unreachable!("a TLBI is never loaded"),
+        Loc::PteWalk { .. } => unreachable!("only the walkers read their view (walker_pte)"),
         Loc::Var(_) => unreachable!("litmus variables live in hw::litmus"),
         Loc::ActiveLocklessPtWalkMm(c) => w.cpus[c as usize]
             .active_lockless_pt_walk_mm
@@ -586,6 +601,8 @@ pub fn write_mem(w: &mut World, loc: Loc, val: u64) {
         Loc::NeedTlbFlush(c) => w.cpus[c as usize].riscv.need_flush = val != 0,
         Loc::Pte { table, idx } => w.mem.write(table, idx as usize, val),
         Loc::Tlbi { .. } => crate::arch::arm64::tlbflush::tlbi_complete(w, loc),
+        // Memory already holds the new value; the walkers now see it.
+        Loc::PteWalk { .. } => {}
         Loc::Var(_) => unreachable!("litmus variables live in hw::litmus"),
         Loc::ActiveLocklessPtWalkMm(c) => {
             w.cpus[c as usize].active_lockless_pt_walk_mm =
@@ -708,7 +725,7 @@ pub fn show_val(loc: Loc, val: u64) -> String {
         Loc::LoadedMm(_) => format!("mm{val}"),
         Loc::IsLazy(_) | Loc::NeedTlbFlush(_) => (val != 0).to_string(),
         Loc::LoadedAsid(_) => format!("asid {val}"),
-        Loc::Pte { .. } => format!("{val:#x}"),
+        Loc::Pte { .. } | Loc::PteWalk { .. } => format!("{val:#x}"),
         _ => val.to_string(),
     }
 }
@@ -725,17 +742,71 @@ pub fn pending_tlbi(w: &World, cpu: CpuId, asid: u16, va: u64) -> Option<(CpuId,
     })
 }
 
+/// arm64, checker: `cpu` stored `new` over `old` in the PTE at `idx` of
+/// `table` (memory now holds `new`); the page walkers keep seeing `old`
+/// until a DSB by `cpu` or a drain ([`Loc::PteWalk`]). Under SC, or when
+/// nothing changed, the walkers see `new` at once.
+pub fn pte_store_for_walkers(
+    w: &mut World,
+    cpu: CpuId,
+    table: machine::Pfn,
+    idx: usize,
+    old: u64,
+    fx: &mut Effects,
+) {
+    if w.cfg.memory_model == MemoryModel::Sc {
+        return;
+    }
+    let loc = Loc::PteWalk {
+        table,
+        idx: idx as u16,
+    };
+    fx.label(Label::StoreBuffered { loc, val: old });
+    if let Some(spill) = w.membufs[cpu as usize].push(loc, old) {
+        write_mem(w, spill.loc, spill.val);
+    }
+}
+
+/// The value a page walk reads from the PTE at `idx` of `table`: an older
+/// value some CPU's DSB has not yet made visible to the walkers
+/// ([`Loc::PteWalk`]), else memory.
+#[inline]
+pub fn walker_pte(w: &World, table: machine::Pfn, idx: usize) -> u64 {
+    let loc = Loc::PteWalk {
+        table,
+        idx: idx as u16,
+    };
+    if w.cfg.memory_model != MemoryModel::Sc {
+        for b in w.membufs.iter() {
+            if let Some(e) = b.entries.iter().find(|e| e.loc == loc) {
+                return e.val;
+            }
+        }
+    }
+    w.mem.read(table, idx).unwrap_or(0)
+}
+
 /// A page walk by `cpu` read `loc` from memory: label it when another
 /// CPU still holds a store to it (walkers never read a store buffer).
 pub fn walker_read(w: &World, cpu: CpuId, loc: Loc, fx: &mut Effects) {
     if !fx.tracing || w.cfg.memory_model == MemoryModel::Sc {
         return;
     }
+    let lagging = match loc {
+        Loc::Pte { table, idx } => Some(Loc::PteWalk { table, idx }),
+        _ => None,
+    };
     for (owner, b) in w.membufs.iter().enumerate() {
         if owner != cpu as usize && b.forward(loc).is_some() {
             fx.label(Label::ReadPastBuffer {
                 owner: owner as CpuId,
                 loc,
+            });
+        }
+        if let Some(l) = lagging.filter(|&l| b.forward(l).is_some()) {
+            fx.label(Label::ReadPastBuffer {
+                owner: owner as CpuId,
+                loc: l,
             });
         }
     }

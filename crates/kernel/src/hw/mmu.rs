@@ -105,7 +105,7 @@ pub fn user_access(w: &mut World, cpu: CpuId, va: u64, write: bool, fx: &mut Eff
         ),
         Some(Walk::Table(t)) => {
             let idx = table_index(va, 1);
-            let e = w.mem.read(t, idx).unwrap_or(0);
+            let e = crate::hw::memory_model::walker_pte(w, t, idx);
             let loc = crate::hw::memory_model::Loc::Pte {
                 table: t,
                 idx: idx as u16,

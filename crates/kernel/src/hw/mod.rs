@@ -5,3 +5,4 @@ pub mod litmus;
 pub mod memory_model;
 pub mod mmu;
 pub mod psc_index;
+pub mod wmm;

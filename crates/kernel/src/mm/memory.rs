@@ -532,9 +532,12 @@ pub fn reclaim_pt_is_enabled(w: &World, start: u64, end: u64, details: &ZapDetai
 /// mm/memory.c: `zap_pte_range` for the part of `[addr, end)` inside one PTE
 /// table: clear present PTEs and add their pages to the gather; with
 /// PT_RECLAIM, unhook the table if that left it empty. Returns where the
-/// next table starts.
+/// next table starts. On arm64 under the checker's model, the page walkers
+/// see each clear only after `cpu`'s next DSB (`pte_store_for_walkers`).
+#[allow(clippy::too_many_arguments)]
 pub fn zap_pte_range(
     w: &mut World,
+    cpu: CpuId,
     mm: MmId,
     addr: u64,
     end: u64,
@@ -575,13 +578,16 @@ pub fn zap_pte_range(
     };
     let mut cleared = 0u32;
     let mut va = addr & !(PAGE_SIZE - 1);
-    let mem = &mut *w.mem;
+    let walkers_lag = w.cfg.arch == machine::scenario::Arch::Arm64;
     while va < stop {
         let idx = table_index(va, 1);
-        let e = mem.read(table, idx).unwrap_or(0);
+        let e = w.mem.read(table, idx).unwrap_or(0);
         if pte::present(e) {
             // ptep_get_and_clear_full, tlb_remove_tlb_entry, __tlb_remove_page
-            mem.write(table, idx, 0);
+            w.mem.write(table, idx, 0);
+            if walkers_lag {
+                crate::hw::memory_model::pte_store_for_walkers(w, cpu, table, idx, e, fx);
+            }
             tlb.remove_page(pte::pfn(e), va);
             cleared += 1;
         }
@@ -681,9 +687,9 @@ pub fn unmap_page_range_details(
     details: &ZapDetails,
     fx: &mut Effects,
 ) -> u64 {
-    let mm = w.tasks[task as usize].mm;
+    let (mm, cpu) = (w.tasks[task as usize].mm, w.tasks[task as usize].cpu);
     let mut tlb = std::mem::take(&mut w.tasks[task as usize].gather);
-    let next = zap_pte_range(w, mm, addr, end, details, &mut tlb, fx);
+    let next = zap_pte_range(w, cpu, mm, addr, end, details, &mut tlb, fx);
     w.tasks[task as usize].gather = tlb;
     next
 }
