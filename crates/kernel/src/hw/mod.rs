@@ -5,4 +5,5 @@ pub mod litmus;
 pub mod memory_model;
 pub mod mmu;
 pub mod psc_index;
+pub mod vmsa;
 pub mod wmm;
