@@ -92,6 +92,9 @@ pub struct Outcome {
     pub seconds: f64,
     /// Numbered steps of the counterexample, the violation last.
     pub counterexample: Vec<String>,
+    /// For a `bounded` verdict, the bound that stopped the search:
+    /// `max_depth` or `max_states` (`None` otherwise).
+    pub bound: Option<&'static str>,
     /// The CPU groups the symmetry reduction used (empty: none).
     pub symmetry: Vec<Vec<CpuId>>,
 }
@@ -245,6 +248,7 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
         seconds: t0.elapsed().as_secs_f64(),
         counterexample: cx,
         symmetry: groups.to_vec(),
+        bound: None,
     };
     let mut d = 0;
     while !level.is_empty() {
@@ -279,7 +283,11 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
                     }
                     next.push(id);
                     if seen.len() >= bounds.max_states {
-                        return done("bounded", transitions, depth, &seen, Vec::new());
+                        let o = done("bounded", transitions, depth, &seen, Vec::new());
+                        return Outcome {
+                            bound: Some("max_states"),
+                            ..o
+                        };
                     }
                 }
             }
@@ -288,7 +296,10 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
         d += 1;
     }
     let verdict = if bounded { "bounded" } else { "safe" };
-    done(verdict, transitions, depth, &seen, Vec::new())
+    Outcome {
+        bound: bounded.then_some("max_depth"),
+        ..done(verdict, transitions, depth, &seen, Vec::new())
+    }
 }
 
 /// `f` of every node of `ids` (one level, in frontier order) and its

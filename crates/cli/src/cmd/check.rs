@@ -88,9 +88,14 @@ pub fn main(args: Args) -> Result<u8, Error> {
             println!("  {l}");
         }
     } else {
+        let verdict = match o.bound {
+            Some("max_states") => format!("bounded (--max-states {max_states} reached)"),
+            Some(_) => format!("bounded (--max-depth {max_depth} reached)"),
+            None => o.verdict.to_string(),
+        };
         println!(
             "{}: {} states, {} transitions, depth {}, {:.2} s, {:.0} states/s{sym}",
-            o.verdict,
+            verdict,
             o.states,
             o.transitions,
             o.depth,
