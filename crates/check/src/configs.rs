@@ -486,6 +486,26 @@ pub const CATALOGUE: &[Config] = &[
         world: madvise_race,
     },
     Config {
+        name: "arm64_asid_rollover",
+        about: "arm64: four processes time-share CPU0 with 2-bit ASIDs; the fourth switch rolls the generation over and reuses the first process's ASID number, and check_and_switch_context's local_flush_tlb_all keeps its stale entries away",
+        sets: &["machine.arch=arm64", "arm64.asid_bits=2"],
+        expect_safe: true,
+        sym: &[],
+        world: asid_rollover,
+    },
+    Config {
+        name: "unsafe_arm64_skip_rollover_flush",
+        about: "arm64 without the TLB flush on the first switch after an ASID rollover: the fourth process reuses the first one's ASID number and reads through its stale translation (I5)",
+        sets: &[
+            "machine.arch=arm64",
+            "arm64.asid_bits=2",
+            "inject.skip_rollover_flush=true",
+        ],
+        expect_safe: false,
+        sym: &[],
+        world: asid_rollover,
+    },
+    Config {
         name: "drop_flush_tlb_range_dsb_ishst_unmap",
         about: "arm64 MADV_DONTNEED without __flush_tlb_range's dsb(ishst): the PTE clear is not yet visible to the page walkers when the TLBI completes, so another CPU's walk re-caches the old PTE and keeps using the page after it is freed",
         sets: &["machine.arch=arm64", "inject.drop_barrier=__flush_tlb_range.dsb(ishst)"],
@@ -1126,6 +1146,29 @@ fn defer_vs_switch(s: &Scenario) -> Result<World, Error> {
         );
         let other = w.mm_alloc()?;
         w.spawn(other, hart, vec![UserOp::Yield, UserOp::Exit], true);
+    }
+    Ok(w)
+}
+
+/// Four processes, each with P populated, time-share CPU0: each reads P,
+/// yields, reads P again and exits. With 2-bit ASIDs (1..=3 usable) the
+/// fourth process's first switch finds no free ASID and rolls over.
+fn asid_rollover(s: &Scenario) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let read = UserOp::Touch {
+        addr: P,
+        write: false,
+    };
+    for _ in 0..4 {
+        let mm = w.mm_alloc()?;
+        w.add_vma(mm, P, PAGE_SIZE);
+        kernel::mm::memory::populate_range(&mut w, mm, P, P + PAGE_SIZE)?;
+        w.spawn(
+            mm,
+            0,
+            vec![read.clone(), UserOp::Yield, read.clone(), UserOp::Exit],
+            true,
+        );
     }
     Ok(w)
 }

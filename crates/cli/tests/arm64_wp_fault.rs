@@ -139,8 +139,11 @@ fn seed_spurious_faults_are_bounded() {
 /// ASID rollover: 12 processes time-sharing 8 CPUs with 4-bit ASIDs
 /// (15 usable) keep forking children, so generations roll over; every CPU
 /// flushes its TLB before its next switch, so no CPU ever hits a translation
-/// cached for another mm under a reused ASID (invariant 5: removing that
-/// flush makes this run report it).
+/// cached for another mm under a reused ASID (invariant 5; removing that
+/// flush, `inject.skip_rollover_flush`, is caught in
+/// crates/kernel/tests/asid_rollover.rs and by the check
+/// `unsafe_arm64_skip_rollover_flush`; this run reports nothing even without
+/// the flush, so it shows only that the rollover path runs clean).
 #[test]
 fn asid_rollover_is_safe() {
     let r = run(&scenario(

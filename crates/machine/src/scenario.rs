@@ -266,6 +266,10 @@ pub struct InjectCfg {
     /// `__collapse_huge_page_isolate` skips `is_refcount_suitable`: a page
     /// a GUP pin still holds is collapsed (the pinner's writes are lost).
     pub collapse_skip_refcount_check: bool,
+    /// arm64 / RISC-V: a CPU switching after an ASID rollover does not
+    /// flush its TLB (`tlb_flush_pending` taken but ignored), so a reused
+    /// ASID can hit another mm's stale translations (invariant 5).
+    pub skip_rollover_flush: bool,
 }
 
 /// Generic mm switches.
@@ -554,6 +558,11 @@ impl Scenario {
 
     /// Check ranges that the types cannot, and switches that need others.
     pub fn validate(&self) -> Result<(), Error> {
+        if self.inject.skip_rollover_flush && self.machine.arch == Arch::X86 {
+            return Err(Error::Config(
+                "inject.skip_rollover_flush needs machine.arch=arm64 or riscv (x86 has no ASID generations)".into(),
+            ));
+        }
         if self.inject.gup_fast_publish_late && !self.mm.targeted_table_sync {
             return Err(Error::Config(
                 "inject.gup_fast_publish_late needs mm.targeted_table_sync=true (nothing is published without it)".into(),
@@ -694,6 +703,11 @@ impl Scenario {
                 "inject.collapse_skip_refcount_check",
                 "true | false",
                 "BUG: __collapse_huge_page_isolate collapses pages a GUP pin still holds",
+            ),
+            (
+                "inject.skip_rollover_flush",
+                "true | false",
+                "BUG (arm64, riscv): no TLB flush on the first switch after an ASID rollover",
             ),
         ];
         v.extend_from_slice(X86Cfg::SWITCHES);

@@ -168,7 +168,8 @@ pub fn asid_for_switch(w: &mut World, cpu: CpuId, mm: MmId, fx: &mut Effects) ->
         asid = new_context(w, mm, fx);
         w.mms[mm as usize].context_id = asid;
     }
-    let flush = std::mem::take(&mut w.cpus[c].asid.flush_pending);
+    let flush =
+        std::mem::take(&mut w.cpus[c].asid.flush_pending) && !w.cfg.inject.skip_rollover_flush;
     w.cpus[c].asid.active = asid;
     (w.asids.idx(asid), flush)
 }
