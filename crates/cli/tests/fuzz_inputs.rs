@@ -107,7 +107,7 @@ fn carry_through(s: &Scenario) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
 
     #[test]
     fn scenario_toml_never_panics(i in 0..SCENARIOS.len(), at in 0usize..4000, len in 0usize..40,

@@ -46,7 +46,8 @@ fn cases(n: u32) -> ProptestConfig {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(n),
-        failure_persistence: None,
+        // proptest's default persistence: failures are saved to, and
+        // replayed first from, properties.proptest-regressions beside this file.
         ..ProptestConfig::default()
     }
 }
@@ -63,13 +64,26 @@ fn small(
     s.set(&format!("machine.arch={}", arch.name()))?;
     s.set(&format!("machine.cpus={cpus}"))?;
     s.workload.iterations = s.workload.iterations.min(iters);
-    s.workload.threads = s.workload.threads.min(cpus);
     if s.workload.size.0 > 64 << 20 {
         s.set("workload.size=12MiB")?;
     }
     s.machine.max_sim_time_ms = s.machine.max_sim_time_ms.min(20);
     s.seed = seed;
-    Ok(s)
+    // As many of the workload's threads as the machine has room for: each
+    // workload says how many CPUs its other tasks need (the main thread, a
+    // child, the madvise or collapsing thread), so try fewer until it fits.
+    // (0 threads stays 0: khugepaged_collapse's default.)
+    let most = s.workload.threads.min(cpus);
+    let mut last = None;
+    for t in (most.min(1)..=most).rev() {
+        s.workload.threads = t;
+        match s.validate().and_then(|()| workloads::build(&s).map(drop)) {
+            Ok(()) => return Ok(s),
+            Err(e) if e.to_string().contains("workload.threads") => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.expect("at least one thread count was tried"))
 }
 
 fn totals(r: &sim::Report) -> (u64, u64) {
@@ -91,7 +105,7 @@ proptest! {
         let mut s = match small(workload, arch, cpus, iters, seed) {
             Ok(s) => s,
             Err(e) => {
-                prop_assert!(!e.to_string().contains('\n'));
+                prop_assert!(known_refusal(&e), "{workload} on {arch:?}: {e}");
                 return Ok(());
             }
         };
@@ -107,7 +121,7 @@ proptest! {
                 "{workload} on {arch:?} ({cpus} CPUs, seed {seed}): {:?}",
                 r.violations.first()
             ),
-            Err(e) => prop_assert!(!e.to_string().contains('\n'), "{e}"),
+            Err(e) => prop_assert!(known_refusal(&e), "{workload} on {arch:?}: {e}"),
         }
     }
 
@@ -165,4 +179,52 @@ fn sweep_rows_do_not_depend_on_the_thread_count() {
     assert_eq!(one.lines().count(), 1 + 6, "{one}");
     assert_eq!(one, csv(2));
     assert_eq!(one, csv(3));
+}
+
+/// Refusals a small random scenario may meet, each a documented limit of
+/// a workload or switch (README, "What a scenario may be refused for");
+/// anything else is a defect.
+const KNOWN_REFUSALS: &[&str] = &[
+    // A workload modelled on some architectures only.
+    "kernel-range flushes are modelled on x86 and RISC-V only",
+    "the batched unmap flush is modelled on x86 only",
+    // A workload whose defaults set x86 switches, moved to another arch.
+    "x86.* switches (invlpgb, paravirt, flush_tlb_info) need machine.arch = \"x86\"",
+    // Too few CPUs for the workload's other tasks even with one thread.
+    "workload.threads = 1",
+    // The buffer does not split evenly over the threads.
+    "must split into",
+];
+
+/// A one-line refusal for one of [`KNOWN_REFUSALS`].
+fn known_refusal(e: &machine::Error) -> bool {
+    let e = e.to_string();
+    !e.contains('\n') && KNOWN_REFUSALS.iter().any(|k| e.contains(k))
+}
+
+/// Every workload on every architecture at 2, 3, 4 and 9 CPUs, as the
+/// property above draws them: at least 80% run, and every refusal is one
+/// of [`KNOWN_REFUSALS`].
+#[test]
+fn small_scenarios_mostly_run_and_refuse_only_for_known_reasons() {
+    let (mut ran, mut refused) = (0, Vec::new());
+    for info in workloads::catalogue() {
+        for arch in ARCHES {
+            for cpus in [2, 3, 4, 9] {
+                let r = small(info.name, arch, cpus, 4, 7)
+                    .and_then(|s| run_scenario(&s, &RunOptions::default()));
+                match r {
+                    Ok(_) => ran += 1,
+                    Err(e) if known_refusal(&e) => refused.push(e.to_string()),
+                    Err(e) => panic!("{} on {arch:?}, {cpus} CPUs: {e}", info.name),
+                }
+            }
+        }
+    }
+    let total = ran + refused.len();
+    eprintln!("{ran} of {total} small scenarios ran; refused: {refused:#?}");
+    assert!(
+        ran * 100 >= total * 80,
+        "{ran} of {total} ran: {refused:#?}"
+    );
 }

@@ -792,7 +792,8 @@ mod tests {
         let mut t = s.clone();
         t.set("machine.arch=arm64").unwrap();
         t.set("arm64.wp_reuse_flush=local").unwrap();
-        t.set("inject.drop_barrier=__flush_tlb_range.dsb(ish)").unwrap();
+        t.set("inject.drop_barrier=__flush_tlb_range.dsb(ish)")
+            .unwrap();
         let text = toml::to_string(&t).expect("serialises");
         assert_eq!(Scenario::from_toml(&text, "round trip").unwrap(), t);
         assert_ne!(t, s, "the sets changed it");
@@ -808,11 +809,19 @@ mod tests {
         };
         assert_eq!(
             draws(0),
-            [0xe220_a839_7b1d_cdaf, 0x6e78_9e6a_a1b9_65f4, 0x06c4_5d18_8009_454f]
+            [
+                0xe220_a839_7b1d_cdaf,
+                0x6e78_9e6a_a1b9_65f4,
+                0x06c4_5d18_8009_454f
+            ]
         );
         assert_eq!(
             draws(1),
-            [0x910a_2dec_8902_5cc1, 0xbeeb_8da1_658e_ec67, 0xf893_a2ee_fb32_555e]
+            [
+                0x910a_2dec_8902_5cc1,
+                0xbeeb_8da1_658e_ec67,
+                0xf893_a2ee_fb32_555e
+            ]
         );
         // below(n) is in 0..n and reaches every value of a small range.
         let mut r = Rng::new(1);

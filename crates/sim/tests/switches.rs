@@ -259,6 +259,16 @@ fn migration_spreads_mm_cpumask() {
     assert_eq!(still.tlb_flush["local_mm_shootdown"], 4 * 200);
     assert!(moving.arch["cr3_writes"] > still.arch["cr3_writes"]);
     assert!(moving.violations.is_empty());
+    // Moved tasks leave their mm's bit behind (x86 trims mm_cpumask only
+    // lazily): flushes find other CPUs in the mask (flush_tlb_multi runs)...
+    let remote = moving.tlb_flush["remote_send_ipi"];
+    assert!(remote > 0 && remote <= 4 * 200, "{remote}");
+    assert_eq!(moving.tlb_flush["local_mm_shootdown"], 4 * 200);
+    // ...but none of those CPUs runs the mm at the flush (each process is
+    // single-threaded), so should_flush_tlb sends no IPI and nothing is
+    // flushed remotely.
+    assert_eq!(moving.interrupt_totals["TLB"], 0);
+    assert_eq!(moving.tlb_flush["remote_shootdown"], 0);
 }
 
 /// `machine.timeslice_us` with `migrate_pct = 100`: a tick sets
