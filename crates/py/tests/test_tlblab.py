@@ -51,7 +51,10 @@ def test_sweep_rows_match_the_cli_csv():
     sets = {"workload.size": "16MiB"}
     rows = tlblab.sweep("skip-sync-collapse", over=over, **sets)
     assert len(rows) == 4
-    assert [r["machine.cpus"] for r in rows] == ["4", "4", "8", "8"]
+    # Swept values come back typed, as pandas users expect.
+    assert [r["machine.cpus"] for r in rows] == [4, 4, 8, 8]
+    assert [r["mm.skip_redundant_table_sync"] for r in rows] == [False, True, False, True]
+    assert tlblab.typed("16MiB") == "16MiB" and tlblab.typed("0.5") == 0.5
     # The mechanism: 8 collapses, each syncing cpus - 1 CPUs unless skipped.
     assert [r["cal_total"] for r in rows] == [24, 0, 56, 0]
     d = tempfile.mkdtemp()

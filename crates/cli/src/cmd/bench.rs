@@ -1,7 +1,7 @@
 //! `tlblab bench`: the real workload on this host's kernel, optionally next to the model.
 
 use machine::Error;
-use tlblab::{load_scenario, run_scenario, RunOptions};
+use tlblab::{run_scenario, RunOptions};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -65,9 +65,13 @@ fn model_of(
     threads: u32,
     iterations: u64,
 ) -> Result<sim::Report, Error> {
-    let mut s = load_scenario("default")?;
+    // The workload's own bundled scenario, moved to this host: its
+    // architecture and CPUs, no tick-driven migration (the host program
+    // pins every thread and child), the host run's threads.
+    let mut s = workloads::defaults(workload)?;
+    s.set(&format!("machine.arch={}", host_arch()))?;
     s.set(&format!("machine.cpus={ncpu}"))?;
-    s.set(&format!("workload.name={workload}"))?;
+    s.set("machine.migrate_pct=0")?;
     s.set(&format!("workload.threads={threads}"))?;
     // The region or file the host program uses (bench::run).
     match workload {
@@ -75,6 +79,11 @@ fn model_of(
             s.set("workload.size=1MiB")?
         }
         "mmapstress01" => s.set("workload.size=4KiB")?,
+        // One pinned thread collapses 64 MiB (bench::collapse), no GUP threads.
+        "khugepaged_collapse" => {
+            s.set("workload.size=64MiB")?;
+            s.set("workload.threads=0")?
+        }
         _ => {}
     }
     // mmapstress01's iterations are children forked (the host caps them at 2000).
@@ -85,6 +94,27 @@ fn model_of(
     };
     s.set(&format!("workload.iterations={}", iterations.min(cap)))?;
     Ok(run_scenario(&s, &RunOptions::default())?.0)
+}
+
+/// The model's name for the architecture this binary runs on.
+fn host_arch() -> &'static str {
+    if cfg!(target_arch = "aarch64") {
+        "arm64"
+    } else if cfg!(target_arch = "riscv64") {
+        "riscv"
+    } else {
+        "x86"
+    }
+}
+
+/// The model's op that matches the host program's: one 2 MiB
+/// `collapse_huge_page` for khugepaged_collapse (not the whole
+/// `MADV_COLLAPSE` call), else the workload's main op.
+fn host_op<'a>(m: &'a sim::Report, workload: &str) -> Option<&'a sim::report::OpReport> {
+    match workload {
+        "khugepaged_collapse" => m.ops.iter().find(|o| o.name == "collapse_huge_page"),
+        _ => m.main_op(),
+    }
 }
 
 /// The host's figures per op next to the model's, then the host's
@@ -108,27 +138,26 @@ fn print_table(
         "{:<14} {:>12} {:>12} {:>8}",
         "metric", "host", "model", "ratio"
     );
+    let per_op = |m: &sim::Report, row: &str| {
+        m.interrupt_totals[row] as f64 / host_op(m, workload).map_or(1, |o| o.count) as f64
+    };
     let rows: Vec<(&str, f64, Option<f64>)> = vec![
         (
             "us/op",
             host.us_per_op(),
             model
-                .and_then(|m| m.main_op())
+                .and_then(|m| host_op(m, workload))
                 .map(|o| o.latency_ns.mean / 1000.0),
         ),
         (
             "TLB per op",
             t["TLB"] as f64 / n,
-            model.map(|m| {
-                m.interrupt_totals["TLB"] as f64 / m.main_op().map_or(1, |o| o.count) as f64
-            }),
+            model.map(|m| per_op(m, "TLB")),
         ),
         (
             "CAL per op",
             t["CAL"] as f64 / n,
-            model.map(|m| {
-                m.interrupt_totals["CAL"] as f64 / m.main_op().map_or(1, |o| o.count) as f64
-            }),
+            model.map(|m| per_op(m, "CAL")),
         ),
     ];
     for (name, h, m) in rows {

@@ -59,7 +59,21 @@ def sweep(scenario=None, *, over, workload=None, **sets):
     _, doc = sweep_documents(scenario, over=over, workload=workload, **sets)
     rows = []
     for r in json.loads(doc)["rows"]:
-        flat = dict(r.pop("values"))  # the swept keys first, as in sweep.csv
+        # The swept keys first, as in sweep.csv, typed as the scenario
+        # reads them (8 -> 8, "false" -> False, "16MiB" stays a string).
+        flat = {k: typed(v) for k, v in dict(r.pop("values")).items()}
         flat.update(r)
         rows.append(flat)
     return rows
+
+
+def typed(text):
+    """A swept value as Python would write it: bool, int, float, else the text."""
+    if text in ("true", "false"):
+        return text == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
