@@ -36,7 +36,42 @@ fn cases() -> u32 {
 
 fn one_line(e: &machine::Error) {
     let m = e.to_string();
-    assert!(!m.is_empty() && !m.contains('\n'), "not one line: {m:?}");
+    assert!(
+        !m.is_empty() && !m.chars().any(char::is_control),
+        "not one clean line: {m:?}"
+    );
+}
+
+/// A key from `tlblab list` (half the time) or a random path.
+fn key() -> impl Strategy<Value = String> {
+    let keys: Vec<String> = Scenario::switches()
+        .iter()
+        .map(|(k, _, _)| k.to_string())
+        .collect();
+    prop_oneof![
+        proptest::sample::select(keys),
+        "[a-z_.]{0,24}".prop_map(String::from),
+    ]
+}
+
+/// A value for `key`: one of the values `tlblab list` documents for it
+/// (`true | false`, `percpu | stack_aligned | ...`), or something hostile.
+fn value_for(key: String) -> impl Strategy<Value = (String, String)> {
+    let documented: Vec<String> = Scenario::switches()
+        .iter()
+        .find(|(k, _, _)| *k == key)
+        .map(|(_, vals, _)| vals.split('|').map(|v| v.trim().to_string()).collect())
+        .unwrap_or_default();
+    let k = key.clone();
+    if documented.is_empty() {
+        hostile().prop_map(move |v| (k.clone(), v)).boxed()
+    } else {
+        prop_oneof![
+            proptest::sample::select(documented).prop_map(move |v| (key.clone(), v)),
+            hostile().prop_map(move |v| (k.clone(), v)),
+        ]
+        .boxed()
+    }
 }
 
 /// A valid text with one random edit: a cut, an insertion, or a value
@@ -99,10 +134,22 @@ fn carry_through(s: &Scenario) {
         Err(e) => one_line(&e),
         Ok(need) if need < 64 << 20 => {
             if let Err(e) = workloads::build(s) {
-                one_line(&e)
+                return one_line(&e);
             }
+            simulate_briefly(s);
         }
         Ok(_) => {}
+    }
+}
+
+/// A scenario that built runs, for at most 1 ms of simulated time and a
+/// few iterations: no panic, and a refusal (if any) is one clean line.
+fn simulate_briefly(s: &Scenario) {
+    let mut s = s.clone();
+    s.machine.max_sim_time_ms = s.machine.max_sim_time_ms.min(1);
+    s.workload.iterations = s.workload.iterations.min(4);
+    if let Err(e) = tlblab::run_scenario(&s, &tlblab::RunOptions::default()) {
+        one_line(&e);
     }
 }
 
@@ -120,9 +167,7 @@ proptest! {
     }
 
     #[test]
-    fn set_never_panics(k in 0usize..1000, path in "[a-z_.]{0,24}", val in hostile(), eq in any::<bool>()) {
-        let keys = Scenario::switches();
-        let key = if k < keys.len() { keys[k].0.to_string() } else { path };
+    fn set_never_panics((key, val) in key().prop_flat_map(value_for), eq in any::<bool>()) {
         let kv = if eq { format!("{key}={val}") } else { format!("{key}{val}") };
         let mut s = Scenario::from_toml(SCENARIOS[0], "default").unwrap();
         match s.set(&kv) {
@@ -148,7 +193,14 @@ proptest! {
     }
 
     #[test]
-    fn sweep_axes_never_panic(spec in "[a-z_.=,0-9 ]{0,40}") {
+    fn sweep_axes_never_panic(
+        (key, val) in key().prop_flat_map(value_for),
+        more in proptest::collection::vec(hostile(), 0..3),
+        raw in "[a-z_.=,0-9 ]{0,40}",
+        real in any::<bool>(),
+    ) {
+        // A real key with documented and hostile values, or a random spec.
+        let spec = if real { format!("{key}={}", [vec![val], more].concat().join(",")) } else { raw };
         match Axis::parse(&spec) {
             Ok(a) => {
                 prop_assert!(!a.values.is_empty());
