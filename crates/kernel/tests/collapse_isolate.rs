@@ -250,3 +250,45 @@ fn a_scan_stopped_by_a_pin_costs_the_walk_not_the_set_up() {
         assert_eq!(n, want, "{class:?}, pinned {pinned}");
     }
 }
+
+/// A collapse that finds, at `mmap_write_lock`, that a racing collapse made
+/// the PMD huge already: `check_pmd_still_valid` → `find_pmd_or_thp_or_none`
+/// returns `SCAN_PMD_MAPPED`, which `madvise_collapse` counts as done
+/// (return 0). The model used to report `SCAN_PMD_NULL` and -EINVAL.
+#[test]
+fn a_racing_collapse_that_made_the_pmd_huge_counts_as_done() {
+    use kernel::mm::mmap_lock::{mmap_read_lock, mmap_read_unlock};
+    let (mut w, mm) = world(&[]);
+    w.tasks[1].us.pc = 2; // CPU1's task just exits: only CPU0 collapses.
+    let mut fx = Effects::default();
+    // Another CPU holds mmap_lock for read: the scan shares it, the
+    // collapse then waits for the write lock at Pc::Lock.
+    mmap_read_lock(&mut w, mm, &mut fx);
+    drive(
+        &mut w,
+        |_, c, k| c == 0 && k == StepKind::Run,
+        |w| collapse_pc(w) == Some(Pc::Lock),
+    );
+    // Meanwhile the range became huge (a racing collapse installed it).
+    let (pmd_table, _) = kernel::mm::gup::read_pmd(&w, mm, P).expect("a PMD");
+    let huge = w.mem.alloc(FrameUse::Anon).unwrap();
+    let idx = machine::mem::table_index(P, 2);
+    w.mem.write(
+        pmd_table,
+        idx,
+        pte::make(huge, pte::PRESENT | pte::HUGE | pte::WRITE | pte::USER),
+    );
+    mmap_read_unlock(&mut w, mm, &mut fx);
+    drive(
+        &mut w,
+        |_, c, k| c == 0 && k == StepKind::Run,
+        |w| w.tasks[0].kstack.is_empty() && w.tasks[0].us.pc >= 1,
+    );
+    assert_eq!(w.tasks[0].us.ret, 0, "SCAN_PMD_MAPPED: the range is done");
+    let pmd_null = ScanResult::ALL
+        .iter()
+        .position(|r| *r == ScanResult::PmdNull)
+        .unwrap();
+    assert_eq!(w.counters.collapse_fail[pmd_null], 0);
+    assert!(w.violations.is_empty(), "{:?}", w.violations);
+}

@@ -180,26 +180,21 @@ fn riscv_local_flush_tlb_page(w: &mut World, cpu: CpuId, va: u64, fx: &mut Effec
     });
 }
 
-/// `flush_tlb_fix_spurious_fault(vma, va, ptep)`: x86 INVLPGs a write
-/// fault's address locally; arm64 per the seed's switch; RISC-V's
-/// `update_mmu_cache` flushes the page locally.
+/// `flush_tlb_fix_spurious_fault(vma, va, ptep)`: a no-op on x86
+/// (arch/x86/include/asm/pgtable.h: `do { } while (0)`; the #PF already
+/// dropped the faulting translation, SDM 4.10.4.1, [`fault_drops_entry`]);
+/// arm64 per the seed's switch; RISC-V's `update_mmu_cache` flushes the
+/// page locally.
 pub fn flush_tlb_fix_spurious_fault(
     w: &mut World,
     cpu: CpuId,
     mm: MmId,
     va: u64,
-    write: bool,
+    _write: bool,
     fx: &mut Effects,
 ) {
     match w.cfg.arch {
-        Arch::X86 => {
-            if write {
-                let asid = w.cpus[cpu as usize].tlbstate.loaded_mm_asid;
-                w.cpus[cpu as usize].tlb.flush_one(asid, va);
-                w.counters.invlpg += 1;
-                fx.cost(Cost::Invlpg, 1);
-            }
-        }
+        Arch::X86 => {}
         Arch::Arm64 => arm64::fault::flush_tlb_fix_spurious_fault(w, cpu, mm, va, fx),
         Arch::Riscv => riscv_local_flush_tlb_page(w, cpu, va, fx),
     }

@@ -204,11 +204,15 @@ impl CollapseHugePage {
                 mmap_write_lock(w, mm, task, fx);
                 // hugepage_vma_revalidate + check_pmd_still_valid: the PMD
                 // still points to the table the scan saw.
-                let still = read_pmd(w, mm, self.addr).is_some_and(|(_, pmd)| {
-                    pte::present(pmd) && !pte::huge(pmd) && pte::pfn(pmd) == self.table
-                });
-                if !still {
-                    return self.out_up_write(w, task, ScanResult::PmdNull, false, fx);
+                let pmd = read_pmd(w, mm, self.addr).map_or(0, |(_, p)| p);
+                if pte::present(pmd) && pte::huge(pmd) {
+                    // find_pmd_or_thp_or_none: SCAN_PMD_MAPPED (a racing
+                    // collapse got there first); madvise_collapse counts
+                    // the range as done.
+                    return self.out_up_write(w, task, Ok(()), false, fx);
+                }
+                if !(pte::present(pmd) && pte::pfn(pmd) == self.table) {
+                    return self.out_up_write(w, task, Err(ScanResult::PmdNull), false, fx);
                 }
                 self.pc = Pc::VmaStartWrite;
                 if !self.can_run(w, task) {
@@ -354,7 +358,7 @@ impl CollapseHugePage {
             let (pmd_table, _) = read_pmd(w, mm, self.addr).expect("PMD level exists");
             set_pmd(w, cpu, pmd_table, self.addr, self.orig_pmd, fx);
             w.counters.collapse_pmd_restored += 1;
-            return self.out_up_write(w, task, ScanResult::PageCount, true, fx);
+            return self.out_up_write(w, task, Err(ScanResult::PageCount), true, fx);
         }
         self.pc = Pc::Copy;
         Flow::Continue
@@ -388,12 +392,13 @@ impl CollapseHugePage {
     }
 
     /// `out_up_write`: `mmap_write_unlock`, then `out_nolock`'s
-    /// `folio_put` of the new huge folio; the tracepoint's status.
+    /// `folio_put` of the new huge folio; the tracepoint's status. `Ok`:
+    /// `SCAN_PMD_MAPPED`, which `madvise_collapse` counts as a success.
     fn out_up_write(
         &mut self,
         w: &mut World,
         task: TaskId,
-        r: ScanResult,
+        r: Result<(), ScanResult>,
         restored: bool,
         fx: &mut Effects,
     ) -> Flow {
@@ -402,12 +407,12 @@ impl CollapseHugePage {
         w.mem.free(self.hpage);
         fx.label(Label::CollapseFailed {
             va: self.addr,
-            status: r.name(),
+            status: r.err().map_or("pmd_mapped", ScanResult::name),
             restored,
         });
         let op = w.op_id("collapse_huge_page");
         fx.stat(Stat::OpEnd(task, op));
-        collapse_result(w, task, Err(r));
+        collapse_result(w, task, r);
         Flow::Return
     }
 }
