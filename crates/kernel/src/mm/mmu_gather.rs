@@ -19,8 +19,13 @@ pub const MMU_GATHER_BUNDLE: usize = 8;
 pub const MAX_GATHER_BATCH: usize = (4096 - 16) / 8;
 /// `MAX_GATHER_BATCH_COUNT`: `10000UL / MAX_GATHER_BATCH` batches at most.
 pub const MAX_GATHER_BATCH_COUNT: usize = 10_000 / MAX_GATHER_BATCH;
-/// Pages a gather holds before `__tlb_remove_page_size` reports it full.
-pub const GATHER_CAPACITY: usize = MMU_GATHER_BUNDLE + MAX_GATHER_BATCH_COUNT * MAX_GATHER_BATCH;
+/// Pages a gather holds before `__tlb_remove_folio_pages_size` reports it
+/// full: each batch moves on at `nr >= max - 1` (room is kept for a
+/// two-slot page + nr_pages entry, 6.9's "mm/mmu_gather: add
+/// __tlb_remove_folio_pages()"), so 7 in the local batch and 509 in each
+/// of the 19 page-sized ones: 9,678 pages.
+pub const GATHER_CAPACITY: usize =
+    (MMU_GATHER_BUNDLE - 1) + MAX_GATHER_BATCH_COUNT * (MAX_GATHER_BATCH - 1);
 
 /// The gather state of one unmap operation.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
