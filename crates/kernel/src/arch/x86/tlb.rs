@@ -485,8 +485,10 @@ fn consider_global_asid(w: &mut World, cpu: CpuId, task: TaskId, mm: MmId, fx: &
 /// arch/x86/mm/tlb.c: `use_global_asid` → `allocate_global_asid`,
 /// `mm_assign_global_asid` (`asid_transition` set before the ASID is
 /// published). Global ASIDs are handed out upwards from
-/// `TLB_NR_DYN_ASIDS` (after `reset_global_asid_space`); the model never
-/// frees one, so never wraps.
+/// `TLB_NR_DYN_ASIDS`. `last_global_asid` starts at `MAX_ASID_AVAILABLE`,
+/// so the first allocation runs `reset_global_asid_space`
+/// (`invlpgb_flush_all_nonglobals`); the model never frees a global ASID,
+/// so never wraps and never resets again.
 fn use_global_asid(w: &mut World, mm: MmId, fx: &mut Effects) {
     // guard(raw_spinlock_irqsave)(&global_asid_lock)
     fx.cost(Cost::AtomicOp, 1);
@@ -494,6 +496,10 @@ fn use_global_asid(w: &mut World, mm: MmId, fx: &mut Effects) {
         return;
     }
     let last = w.mms.iter().map(|m| m.global_asid).max().unwrap_or(0);
+    if last == 0 {
+        // allocate_global_asid: last_global_asid >= MAX_ASID_AVAILABLE - 1
+        crate::arch::x86::tlb_kernel::invlpgb_flush_all_nonglobals(w, fx);
+    }
     let asid = last.max(TLB_NR_DYN_ASIDS as u16 - 1) + 1;
     let m = &mut w.mms[mm as usize];
     m.asid_transition = true;

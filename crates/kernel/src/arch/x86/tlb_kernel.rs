@@ -277,7 +277,7 @@ impl ArchTlbbatchFlush {
 /// of every non-global translation on every CPU, then TLBSYNC. The model
 /// drops the global (kernel) entries too: an over-flush, safe, that costs
 /// only kernel TLB misses.
-fn invlpgb_flush_all_nonglobals(w: &mut World, fx: &mut Effects) {
+pub(crate) fn invlpgb_flush_all_nonglobals(w: &mut World, fx: &mut Effects) {
     w.cpus.iter_mut().for_each(|c| c.tlb.flush_all());
     fx.cost(Cost::Invlpgb, 1);
     fx.cost(Cost::Tlbsync, 1);
