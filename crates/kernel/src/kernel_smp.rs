@@ -67,6 +67,11 @@ pub struct SmpCallFunctionManyCond {
     pub pc: Pc,
     /// In `CsdLock`: the targets whose per-CPU csd is still locked.
     pub csd_busy: CpuMask,
+    /// `smp_call_function`'s own `preempt_disable()` around the call (the
+    /// other callers run it with preemption already off): taken at the
+    /// first step, dropped when the call returns.
+    pub own_preempt_off: bool,
+    pub preempt_held: bool,
 }
 
 impl SmpCallFunctionManyCond {
@@ -81,11 +86,14 @@ impl SmpCallFunctionManyCond {
             queued,
             run_local: true,
             pc: Pc::Queue,
+            own_preempt_off: false,
+            preempt_held: false,
         }
     }
 
-    /// kernel/smp.c: `smp_call_function(func, info, wait=1)`: every other
-    /// online CPU, not this one.
+    /// kernel/smp.c: `smp_call_function(func, info, wait=1)`:
+    /// `preempt_disable()`, every other online CPU (not this one), and
+    /// `preempt_enable()` once they have all run it.
     pub fn smp_call_function(nr_cpus: usize, func: CallFunc) -> Self {
         let mut mask = CpuMask::new(nr_cpus);
         for c in 0..nr_cpus {
@@ -93,6 +101,7 @@ impl SmpCallFunctionManyCond {
         }
         let mut f = Self::new(mask, func, Cond::Always);
         f.run_local = false;
+        f.own_preempt_off = true;
         f
     }
 
@@ -107,8 +116,22 @@ impl SmpCallFunctionManyCond {
         }
     }
 
-    /// kernel/smp.c: `smp_call_function_many_cond`.
+    /// kernel/smp.c: `smp_call_function_many_cond` (and, for
+    /// `smp_call_function`, its `preempt_disable`/`preempt_enable`).
     pub fn step(&mut self, w: &mut World, cpu: CpuId, fx: &mut Effects) -> Flow {
+        if self.own_preempt_off && !self.preempt_held {
+            w.preempt_disable(cpu);
+            self.preempt_held = true;
+        }
+        let flow = self.call_many_cond(w, cpu, fx);
+        if self.preempt_held && matches!(flow, Flow::Return) {
+            w.preempt_enable(cpu);
+            self.preempt_held = false;
+        }
+        flow
+    }
+
+    fn call_many_cond(&mut self, w: &mut World, cpu: CpuId, fx: &mut Effects) -> Flow {
         match self.pc {
             Pc::Queue if csd_lock_busy(w, cpu, &self.mask, &mut self.csd_busy) => {
                 // The csds are per CPU (cfd_data), not per call: a flush

@@ -292,3 +292,47 @@ fn a_racing_collapse_that_made_the_pmd_huge_counts_as_done() {
     assert_eq!(w.counters.collapse_fail[pmd_null], 0);
     assert!(w.violations.is_empty(), "{:?}", w.violations);
 }
+
+/// `tlb_remove_table_sync_one` → `smp_call_function`, which runs with
+/// preemption disabled (kernel/smp.c: `preempt_disable()` around
+/// `smp_call_function_many`): while CPU0 waits for CPU1 to run the sync,
+/// its preempt count is up (so it is not preempted there and counts as an
+/// RCU reader), and it is back to zero once the call returns. The model
+/// waited preemptibly until issue 35.
+#[test]
+fn the_sync_waits_with_preemption_off() {
+    use kernel::kernel_smp::{CallFunc, Pc as SmpPc};
+    let (mut w, _) = world(&["machine.preemption=full"]);
+    w.tasks[1].us.pc = 2; // CPU1 only answers IPIs.
+    let sync_waiting = |w: &World| {
+        w.tasks[0].kstack.iter().any(|f| {
+            matches!(f, Frame::SmpCallFunctionManyCond(s)
+                if s.func == CallFunc::TlbRemoveTableSmpSync && s.pc == SmpPc::Wait)
+        })
+    };
+    drive(&mut w, |_, c, k| c == 0 && k == StepKind::Run, sync_waiting);
+    assert!(
+        w.cpus[0].preempt_count > 0,
+        "the wait runs with preemption off"
+    );
+    drive(
+        &mut w,
+        |_, c, k| c == 1 || k == StepKind::Run,
+        |w| !sync_waiting(w),
+    );
+    let in_call = |w: &World| {
+        w.tasks[0]
+            .kstack
+            .iter()
+            .any(|f| matches!(f, Frame::SmpCallFunctionManyCond(_)))
+    };
+    drive(
+        &mut w,
+        |_, c, k| c == 0 && k == StepKind::Run,
+        |w| !in_call(w),
+    );
+    assert_eq!(
+        w.cpus[0].preempt_count, 0,
+        "preempt_enable() after the call"
+    );
+}
