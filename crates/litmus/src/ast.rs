@@ -34,6 +34,27 @@ pub type Reg = usize;
 pub enum Value {
     Int(i64),
     Loc(String),
+    /// VMSA: the address of location `x`'s page-table entry (`pte_x`,
+    /// `PTE(x)`).
+    PteOf(String),
+    /// VMSA: the physical address of location `x` (`phy_x`, `PA(x)`).
+    PhysOf(String),
+    /// VMSA: a page-table entry value `(oa:phy_x, valid:0, ...)`.
+    Pte(PteLit),
+}
+
+/// A page-table entry as written: unlisted fields take herd7's defaults
+/// (valid, af, db: 1; dbm: 0; el0: 1; oa: the entry's own location's
+/// page, where there is one).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PteLit {
+    /// The output address: the location whose physical page it names.
+    pub oa: Option<String>,
+    pub valid: Option<bool>,
+    pub af: Option<bool>,
+    pub db: Option<bool>,
+    pub dbm: Option<bool>,
+    pub el0: Option<bool>,
 }
 
 /// An instruction operand.
@@ -57,6 +78,11 @@ pub enum AluOp {
     Xor,
     /// `dst = a` (`b` ignored).
     Mov,
+    /// Logical shift right / left by `b` (Arm `LSR`, `LSL`).
+    Lsr,
+    Lsl,
+    /// Bit clear: `a & !b` (Arm `BIC`).
+    Bic,
 }
 
 /// A comparison (condition codes after `CMP a, b`, or a RISC-V branch).
@@ -114,6 +140,14 @@ pub enum Fence {
     },
     /// RISC-V `fence.tso`: r -> rw and w -> w.
     Tso,
+    /// Arm `DSB` (ordering as `Order`; it also completes TLBIs and what
+    /// a later `ISB` orders translation walks after).
+    Dsb {
+        pred_r: bool,
+        pred_w: bool,
+        succ_r: bool,
+        succ_w: bool,
+    },
     /// Arm `ISB`: context synchronisation (later loads wait for earlier
     /// control and address dependencies to resolve).
     Isb,
@@ -128,6 +162,10 @@ pub enum RmwOp {
     Swap,
     /// `LDADD`/`STADD`: write old + `src`.
     Add,
+    /// `LDSET`/`STSET`: write old | `src`.
+    Set,
+    /// `LDCLR`/`STCLR`: write old & !`src`.
+    Clr,
     /// `CAS`: write `src` only if old == `expected`.
     Cas { expected: Operand },
 }
@@ -191,6 +229,13 @@ pub enum Instr {
         store: StoreKind,
     },
     Fence(Fence),
+    /// Arm `TLBI`: invalidate the TLB entries of the page whose number
+    /// (`VA >> 12`) is in `page` (`None`: every entry, `VMALLE1`), in
+    /// every thread's TLB if `broadcast` (`...IS`), else in its own.
+    Tlbi {
+        page: Option<Operand>,
+        broadcast: bool,
+    },
     /// Jump to instruction index `target` if `cond` holds.
     Branch {
         cond: BranchCond,
@@ -206,7 +251,12 @@ pub struct Thread {
     pub regs: Vec<String>,
     /// Initial register values (unlisted registers start at 0).
     pub init: Vec<(Reg, Value)>,
+    /// The thread's code, then its fault handler's (`P1.F`), if any.
     pub code: Vec<Instr>,
+    /// Where the fault handler starts in `code` (`code.len()`: none).
+    pub main_len: usize,
+    /// The labels of the thread's code: name and instruction index.
+    pub labels: Vec<(String, usize)>,
 }
 
 /// Something a condition can name.
@@ -216,6 +266,28 @@ pub enum Atom {
     Reg { thread: usize, reg: Reg },
     /// `x` or `[x]`: the final value of a location.
     Mem(String),
+    /// VMSA: `pte_x` or `[PTE(x)]`: the final value of `x`'s entry.
+    Pte(String),
+}
+
+/// The kinds of fault a condition may name (`MMU:Translation`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FaultKind {
+    Translation,
+    AccessFlag,
+    Permission,
+}
+
+/// The VMSA settings of a test (herd7 `Variant=vmsa`, `TTHM=...`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Vmsa {
+    /// Hardware AF / DB management per thread (`TTHM=HA HD`, `P1:HA`).
+    pub ha: Vec<bool>,
+    pub hd: Vec<bool>,
+    /// `Variant=fatal`: a fault ends its thread, handler or not.
+    pub fatal: bool,
+    /// Initial page-table entries (`pte_x=(...)`, `[PTE(x)]=(...)`).
+    pub init_pte: Vec<(String, PteLit)>,
 }
 
 /// A proposition over the final state.
@@ -225,6 +297,15 @@ pub enum Prop {
     False,
     Eq(Atom, Value),
     Not(Box<Prop>),
+    /// VMSA: `fault(P0:L0,x,MMU:Translation)`: thread `thread` took a
+    /// fault (at the instruction `at`, on location `loc`, of `kind`:
+    /// each `None` matches any).
+    Fault {
+        thread: usize,
+        at: Option<usize>,
+        loc: Option<String>,
+        kind: Option<FaultKind>,
+    },
     And(Vec<Prop>),
     Or(Vec<Prop>),
 }
@@ -250,6 +331,9 @@ pub struct Test {
     /// Initial memory values (unlisted locations start at 0).
     pub init_mem: Vec<(String, Value)>,
     pub threads: Vec<Thread>,
+    /// VMSA settings: `Some` when the test uses virtual memory (every
+    /// access then goes through its location's page-table entry).
+    pub vmsa: Option<Vmsa>,
     pub quant: Quant,
     pub cond: Prop,
 }

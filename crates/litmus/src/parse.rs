@@ -17,7 +17,10 @@
 //! line. Messages are one line: input text in them goes through
 //! `show`, which escapes control characters.
 
-use crate::ast::{Arch, Atom, ParseError, Parsed, Prop, Quant, Test, Thread, Value};
+use crate::ast::{
+    Arch, Atom, FaultKind, Instr, ParseError, Parsed, Prop, PteLit, Quant, Test, Thread, Value,
+    Vmsa,
+};
 use crate::isa::{self, intern, is_ident, named, parse_int, show, Ctx, DecodeError, RegName};
 use std::collections::HashMap;
 
@@ -165,28 +168,43 @@ fn first_line(src: &Source) -> Result<(Result<Arch, String>, String), ParseError
 
 /// Everything after line 1.
 fn body(src: &Source, arch: Arch, name: &str) -> Res<Test> {
-    let open = header(src)?;
     let mut b = Builder {
         arch,
         locs: Vec::new(),
         init_mem: Vec::new(),
         threads: Vec::new(),
+        head: Header::default(),
+        init_pte: Vec::new(),
+        vmsa: false,
     };
+    let open = header(src, &mut b.head)?;
     let (inits, after) = init_state(src, open, &mut b)?;
     let (table, after) = program(src, after)?;
     b.threads = vec![Thread::default(); table.threads];
     b.apply_inits(inits)?;
     b.decode(&table)?;
     let (quant, cond) = Condition::new(src, after, &mut b).parse()?;
+    let vmsa = b.vmsa_settings()?;
     Ok(Test {
         name: name.to_string(),
         arch,
         locs: b.locs,
         init_mem: b.init_mem,
         threads: b.threads,
+        vmsa,
         quant,
         cond,
     })
+}
+
+/// What the header's `Key=Value` lines say about VMSA.
+#[derive(Default)]
+struct Header {
+    /// `Variant=vmsa` (or another VMSA variant).
+    vmsa: bool,
+    fatal: bool,
+    /// `TTHM` entries: (thread or all, HA, HD).
+    tthm: Vec<(Option<usize>, bool, bool)>,
 }
 
 /// The test as it is assembled.
@@ -195,13 +213,17 @@ struct Builder {
     locs: Vec<String>,
     init_mem: Vec<(String, Value)>,
     threads: Vec<Thread>,
+    head: Header,
+    init_pte: Vec<(String, PteLit)>,
+    /// Page-table syntax was met (entries, faults, TLBIs, handlers).
+    vmsa: bool,
 }
 
 // ---------------------------------------------------------------- header
 
 /// Skip what lies between line 1 and the initial state (a quoted doc
 /// string, `Key=Value` lines); the offset of the `{`.
-fn header(src: &Source) -> Res<usize> {
+fn header(src: &Source, head: &mut Header) -> Res<usize> {
     let mut pos = src.line_end(0);
     loop {
         pos = src.skip_ws(pos);
@@ -212,7 +234,7 @@ fn header(src: &Source) -> Res<usize> {
             }
             Some('{') => return Ok(pos),
             Some('"') => pos = doc_string(src, pos)?,
-            Some(_) => pos = key_value(src, pos)?,
+            Some(_) => pos = key_value(src, pos, head)?,
         }
     }
 }
@@ -225,9 +247,11 @@ fn doc_string(src: &Source, pos: usize) -> Res<usize> {
     }
 }
 
-/// A `Key=Value` line at `pos`: the end of the line. `Variant=vmsa` and
-/// `TTHM=...` (hardware page-table updates) are VMSA: unsupported.
-fn key_value(src: &Source, pos: usize) -> Res<usize> {
+/// A `Key=Value` line at `pos`: the end of the line. `Variant=vmsa`,
+/// `fatal`, `precise`, `handled` and `TTHM=...` (hardware page-table
+/// updates) set up VMSA; other variants, `EL0=...` and imprecise
+/// exceptions are unsupported.
+fn key_value(src: &Source, pos: usize, head: &mut Header) -> Res<usize> {
     let end = src.line_end(pos);
     let line = src.text[pos..end].trim();
     let Some((key, value)) = line.split_once('=').filter(|(k, _)| is_ident(k.trim())) else {
@@ -239,14 +263,65 @@ fn key_value(src: &Source, pos: usize) -> Res<usize> {
     };
     let (key, value) = (key.trim(), value.trim());
     if key.eq_ignore_ascii_case("variant") {
-        let mut parts = value.split(',').map(str::trim);
-        if let Some(v) = parts.find(|v| v.to_ascii_lowercase().contains("vmsa")) {
-            return unsup(format!("Variant={}", show(v)));
+        for v in value.split(',').map(str::trim) {
+            match v.to_ascii_lowercase().as_str() {
+                "vmsa" => head.vmsa = true,
+                "fatal" => head.fatal = true,
+                "precise" | "handled" => {}
+                _ => return unsup(format!("Variant={}", show(v))),
+            }
         }
     } else if key.eq_ignore_ascii_case("tthm") {
-        return unsup(format!("TTHM={}", show(value)));
+        for v in value.split_whitespace() {
+            head.tthm.push(tthm_entry(v)?);
+        }
+    } else if key.eq_ignore_ascii_case("el0") {
+        return unsup(format!("EL0={}", show(value)));
     }
     Ok(end)
+}
+
+/// One `TTHM` entry: `HA`, `HD`, `P1:HA`.
+fn tthm_entry(v: &str) -> Res<(Option<usize>, bool, bool)> {
+    let (thread, what) = match v.split_once(':') {
+        Some((p, w)) => {
+            let n = p.strip_prefix(['P', 'p']).and_then(|n| n.parse().ok());
+            let Some(n) = n else {
+                return unsup(format!("TTHM={}", show(v)));
+            };
+            (Some(n), w)
+        }
+        None => (None, v),
+    };
+    match what.to_ascii_uppercase().as_str() {
+        "HA" => Ok((thread, true, false)),
+        "HD" => Ok((thread, false, true)),
+        _ => unsup(format!("TTHM={}", show(v))),
+    }
+}
+
+impl Builder {
+    /// The test's VMSA settings, if it uses virtual memory.
+    fn vmsa_settings(&mut self) -> Res<Option<Vmsa>> {
+        let head = &self.head;
+        if !(self.vmsa || head.vmsa || head.fatal || !head.tthm.is_empty()) {
+            return Ok(None);
+        }
+        let n = self.threads.len();
+        let (mut ha, mut hd) = (vec![false; n], vec![false; n]);
+        for &(t, a, d) in &head.tthm {
+            for i in (0..n).filter(|&i| t.is_none_or(|t| t == i)) {
+                ha[i] |= a;
+                hd[i] |= d;
+            }
+        }
+        Ok(Some(Vmsa {
+            ha,
+            hd,
+            fatal: head.fatal,
+            init_pte: std::mem::take(&mut self.init_pte),
+        }))
+    }
 }
 
 // --------------------------------------------------------- initial state
@@ -280,7 +355,7 @@ fn init_state(src: &Source, open: usize, b: &mut Builder) -> Res<(Vec<InitReg>, 
 }
 
 /// The integer types a location or register may be declared with.
-const TYPES: [&str; 10] = [
+const TYPES: [&str; 11] = [
     "int",
     "long",
     "unsigned",
@@ -291,6 +366,7 @@ const TYPES: [&str; 10] = [
     "uint64_t",
     "intptr_t",
     "uintptr_t",
+    "pteval_t",
 ];
 
 /// Split `[type] target` (`int x`, `uint64_t 0:X1`, `[x]`).
@@ -306,10 +382,69 @@ fn split_type(lhs: &str) -> (&str, &str) {
     }
 }
 
-/// Page-table syntax: `PTE(x)`, `PA(x)`, `(oa:...)`, `pte_x`, `phy_x`.
-fn is_vmsa(s: &str) -> bool {
-    let t = s.trim_start_matches('[').to_ascii_lowercase();
-    s.contains('(') || t.starts_with("pte_") || t.starts_with("phy_")
+/// The location named by a page-table-entry name: `pte_x`, `PTE(x)`,
+/// `TTD(x)` (herd7's synonym), `[PTE(x)]`.
+fn pte_name(s: &str) -> Option<&str> {
+    let s = s.trim();
+    let s = s
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .map_or(s, str::trim);
+    let x = match s.strip_prefix("pte_") {
+        Some(x) => x,
+        None => s
+            .strip_prefix("PTE(")
+            .or_else(|| s.strip_prefix("TTD("))?
+            .strip_suffix(')')?
+            .trim(),
+    };
+    is_ident(x).then_some(x)
+}
+
+/// The location named by a physical-address name: `phy_x`, `PA(x)`.
+fn phys_name(s: &str) -> Option<&str> {
+    let s = s.trim();
+    let x = match s.strip_prefix("phy_") {
+        Some(x) => x,
+        None => s.strip_prefix("PA(")?.strip_suffix(')')?.trim(),
+    };
+    is_ident(x).then_some(x)
+}
+
+/// A page-table entry's fields `oa:phy_x, valid:0, ...` (inside the
+/// parentheses); `Err(Ok(reason))`: unsupported, `Err(Err(msg))`: malformed.
+fn pte_fields(inner: &str) -> Result<PteLit, Result<String, String>> {
+    let mut lit = PteLit::default();
+    for field in inner.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+        let Some((k, v)) = field.split_once(':').map(|(k, v)| (k.trim(), v.trim())) else {
+            return Err(Err(format!("bad page-table field {}", show(field))));
+        };
+        let flag = match v {
+            "0" => Some(false),
+            "1" => Some(true),
+            _ => None,
+        };
+        let slot = match k {
+            "oa" => {
+                let Some(x) = phys_name(v) else {
+                    return Err(Ok(format!("page-table output address {}", show(v))));
+                };
+                lit.oa = Some(x.to_string());
+                continue;
+            }
+            "valid" => &mut lit.valid,
+            "af" => &mut lit.af,
+            "db" => &mut lit.db,
+            "dbm" => &mut lit.dbm,
+            "el0" => &mut lit.el0,
+            _ => return Err(Ok(format!("page-table field {}", show(k)))),
+        };
+        match flag {
+            Some(b) => *slot = Some(b),
+            None => return Err(Err(format!("bad page-table field {}", show(field)))),
+        }
+    }
+    Ok(lit)
 }
 
 impl Builder {
@@ -320,22 +455,35 @@ impl Builder {
             None => (entry, None),
         };
         let (ty, target) = split_type(lhs);
-        let vmsa = if ty.to_ascii_lowercase().contains("pte") {
-            Some(ty)
-        } else {
-            [target, rhs.unwrap_or("")].into_iter().find(|v| is_vmsa(v))
-        };
-        if let Some(v) = vmsa {
-            return unsup(format!("VMSA initial state {}", show(v)));
+        if target.starts_with('*') || rhs.is_some_and(|r| r.starts_with('&')) {
+            return unsup(format!("pointer location {}", show(entry)));
         }
         check_type(ty, line)?;
         if target.is_empty() {
             return bad(line, format!("missing name in {}", show(entry)));
         }
+        if let Some(x) = pte_name(target) {
+            return self.init_pte(x, rhs, line);
+        }
         match target.split_once(':') {
             Some((t, r)) => regs.push(self.init_reg(t, r, rhs, line)?),
             None => self.init_loc(target, rhs, line)?,
         }
+        Ok(())
+    }
+
+    /// `pte_x = (...)`: location `x`'s initial page-table entry.
+    fn init_pte(&mut self, x: &str, rhs: Option<&str>, line: usize) -> Res<()> {
+        self.vmsa = true;
+        intern(&mut self.locs, x);
+        let Some(rhs) = rhs else { return Ok(()) };
+        let Value::Pte(lit) = self.value(rhs, line)? else {
+            return unsup(format!("page-table entry value {}", show(rhs)));
+        };
+        if self.init_pte.iter().any(|(n, _)| n == x) {
+            return bad(line, format!("entry of {} initialised twice", show(x)));
+        }
+        self.init_pte.push((x.to_string(), lit));
         Ok(())
     }
 
@@ -375,8 +523,13 @@ impl Builder {
         Ok(())
     }
 
-    /// An initial value: an integer, or a location's address.
+    /// An initial value: an integer, a location's address, or (VMSA) an
+    /// entry's address, a physical address, an entry value.
     fn value(&mut self, s: &str, line: usize) -> Res<Value> {
+        if let Some(v) = self.vmsa_value(s, line)? {
+            self.vmsa = true;
+            return Ok(v);
+        }
         if let Some(n) = parse_int(s) {
             Ok(Value::Int(n))
         } else if is_ident(s) {
@@ -385,6 +538,31 @@ impl Builder {
         } else {
             bad(line, format!("bad value {}", named(s)))
         }
+    }
+
+    /// `pte_x`, `PTE(x)`, `phy_x`, `PA(x)` or `(oa:..., valid:...)`.
+    fn vmsa_value(&mut self, s: &str, line: usize) -> Res<Option<Value>> {
+        let s = s.trim();
+        if let Some(inner) = s.strip_prefix('(').and_then(|r| r.strip_suffix(')')) {
+            let lit = match pte_fields(inner) {
+                Ok(lit) => lit,
+                Err(Ok(why)) => return unsup(why),
+                Err(Err(msg)) => return bad(line, msg),
+            };
+            if let Some(x) = &lit.oa {
+                intern(&mut self.locs, x);
+            }
+            return Ok(Some(Value::Pte(lit)));
+        }
+        if let Some(x) = pte_name(s) {
+            intern(&mut self.locs, x);
+            return Ok(Some(Value::PteOf(x.to_string())));
+        }
+        if let Some(x) = phys_name(s) {
+            intern(&mut self.locs, x);
+            return Ok(Some(Value::PhysOf(x.to_string())));
+        }
+        Ok(None)
     }
 
     /// Put the register entries into their threads (which must exist).
@@ -451,6 +629,9 @@ fn thread_number(t: &str, line: usize) -> Res<usize> {
 /// instruction as (thread, line, text) in row-major order.
 struct Table<'a> {
     threads: usize,
+    /// Per column: its thread, and whether it is that thread's fault
+    /// handler (`P1.F`).
+    owner: Vec<(usize, bool)>,
     labels: Vec<HashMap<String, usize>>,
     /// Instructions so far per thread (the index a label marks).
     counts: Vec<usize>,
@@ -469,9 +650,11 @@ fn program(src: &Source, pos: usize) -> Res<(Table<'_>, usize)> {
         };
         return bad(line, msg);
     };
-    let n = columns(*line, head)?;
+    let owner = columns(*line, head)?;
+    let n = owner.len();
     let mut table = Table {
-        threads: n,
+        threads: owner.iter().filter(|o| !o.1).count(),
+        owner,
         labels: vec![HashMap::new(); n],
         counts: vec![0; n],
         code: Vec::new(),
@@ -524,26 +707,35 @@ fn starts_condition(s: &str) -> bool {
             .any(keyword)
 }
 
-/// The header row `P0 | P1 | ...`: the number of threads. A fault handler
-/// column (`P1.F`) is unsupported.
-fn columns(line: usize, head: &str) -> Res<usize> {
+/// The header row `P0 | P1 | P1.F ...`: each column's thread, and
+/// whether it is that thread's fault handler.
+fn columns(line: usize, head: &str) -> Res<Vec<(usize, bool)>> {
     let names: Vec<&str> = head.split('|').map(str::trim).collect();
-    for (i, name) in names.iter().enumerate() {
+    let mut out: Vec<(usize, bool)> = Vec::new();
+    for name in &names {
+        let main = out.iter().filter(|o| !o.1).count();
         let digits = name.strip_prefix(['P', 'p']).unwrap_or("");
         let num_len = digits.bytes().take_while(u8::is_ascii_digit).count();
         let (num, suffix) = digits.split_at(num_len);
-        if num_len > 0 && suffix.eq_ignore_ascii_case(".F") {
-            return unsup(format!("fault-handler thread {}", show(name)));
+        let n = num.parse::<usize>().ok();
+        if let (Some(n), true) = (n, suffix.eq_ignore_ascii_case(".F")) {
+            if n >= main || out.contains(&(n, true)) {
+                let msg = format!("fault handler {} of no thread before it", show(name));
+                return bad(line, msg);
+            }
+            out.push((n, true));
+            continue;
         }
         if num_len > 0 && suffix.starts_with(['.', '@', ':']) {
             return unsup(format!("thread column {}", show(name)));
         }
-        if !suffix.is_empty() || num.parse::<usize>() != Ok(i) {
-            let msg = format!("expected thread name P{i}, found {}", show(name));
+        if !suffix.is_empty() || n != Some(main) {
+            let msg = format!("expected thread name P{main}, found {}", show(name));
             return bad(line, msg);
         }
+        out.push((main, false));
     }
-    Ok(names.len())
+    Ok(out)
 }
 
 impl<'a> Table<'a> {
@@ -567,24 +759,62 @@ impl<'a> Table<'a> {
 }
 
 impl Builder {
-    /// Decode every instruction into its thread, in row-major order.
+    /// Decode every instruction into its column, in row-major order; then
+    /// each thread's code is its column's, followed by its handler's
+    /// (branch targets moved along).
     fn decode(&mut self, table: &Table) -> Res<()> {
-        for &(t, line, text) in &table.code {
+        let mut cols: Vec<(Vec<String>, Vec<Instr>)> = vec![Default::default(); table.owner.len()];
+        for &(c, line, text) in &table.code {
+            let (t, _) = table.owner[c];
             let thread = &mut self.threads[t];
             let mut ctx = Ctx {
                 regs: &mut thread.regs,
                 locs: &mut self.locs,
-                labels: &table.labels[t],
+                labels: &table.labels[c],
             };
             match isa::decode(self.arch, text, &mut ctx) {
-                Ok(instr) => thread.code.push(instr),
+                Ok(instr) => cols[c].1.push(instr),
                 Err(DecodeError::Unsupported(reason)) => return unsup(reason),
                 Err(DecodeError::Malformed(msg)) => {
                     return bad(line, format!("P{t}: {msg} in {}", show(text)));
                 }
             }
         }
+        for (c, &(t, handler)) in table.owner.iter().enumerate() {
+            let code = std::mem::take(&mut cols[c].1);
+            let th = &mut self.threads[t];
+            if handler {
+                self.vmsa = true;
+                let off = th.code.len();
+                th.code.extend(code.into_iter().map(|i| shift(i, off)));
+            } else {
+                th.code = code;
+                th.main_len = th.code.len();
+                let mut labels: Vec<(String, usize)> = table.labels[c]
+                    .iter()
+                    .map(|(k, v)| (k.clone(), *v))
+                    .collect();
+                labels.sort();
+                th.labels = labels;
+            }
+        }
+        for th in &self.threads {
+            if th.code.iter().any(|i| matches!(i, Instr::Tlbi { .. })) {
+                self.vmsa = true;
+            }
+        }
         Ok(())
+    }
+}
+
+/// A handler's instruction placed `off` instructions into its thread.
+fn shift(i: Instr, off: usize) -> Instr {
+    match i {
+        Instr::Branch { cond, target } => Instr::Branch {
+            cond,
+            target: target + off,
+        },
+        other => other,
     }
 }
 
@@ -793,8 +1023,19 @@ impl<'a, 'b> Condition<'a, 'b> {
     /// `N:REG = value`, `x = value` or `[x] = value`.
     fn atom(&mut self) -> Res<Prop> {
         let (tok, start) = self.peek()?;
+        if let Tok::Word(w) = tok {
+            if w.eq_ignore_ascii_case("fault") {
+                self.next()?;
+                if self.peek()?.0 == Tok::LParen {
+                    return self.fault(start);
+                }
+                let atom = Atom::Mem(self.loc_atom(w));
+                return self.finish_atom(atom, start);
+            }
+        }
         let atom = match tok {
             Tok::Word(w) if w.bytes().all(|b| b.is_ascii_digit()) => self.reg_atom(w, start)?,
+            Tok::Word(w) if is_thread_word(w) => self.reg_atom(&w[1..], start)?,
             Tok::Word(w) if is_ident(w) => {
                 self.next()?;
                 self.mem_atom(w, start)?
@@ -814,9 +1055,96 @@ impl<'a, 'b> Condition<'a, 'b> {
                 return bad(self.src.line(start), msg);
             }
         };
+        self.finish_atom(atom, start)
+    }
+
+    /// `= value` after an atom.
+    fn finish_atom(&mut self, atom: Atom, _start: usize) -> Res<Prop> {
         self.expect(Tok::Eq, "'='")?;
         let value = self.value()?;
         Ok(Prop::Eq(atom, value))
+    }
+
+    /// A location name, interned.
+    fn loc_atom(&mut self, w: &str) -> String {
+        intern(&mut self.b.locs, w);
+        w.to_string()
+    }
+
+    /// `fault(P0[:L0][, x[, MMU:Kind]])` after the word `fault`.
+    fn fault(&mut self, start: usize) -> Res<Prop> {
+        let line = self.src.line(start);
+        self.expect(Tok::LParen, "'('")?;
+        let thread = match self.next()? {
+            Tok::Word(p) => match p.strip_prefix(['P', 'p']).map(|n| thread_number(n, line)) {
+                Some(n) => n?,
+                None => {
+                    return bad(
+                        line,
+                        format!("expected a thread in fault, found {}", show(p)),
+                    )
+                }
+            },
+            _ => return bad(line, "expected a thread in fault(...)".into()),
+        };
+        if thread >= self.b.threads.len() {
+            let n = self.b.threads.len();
+            return bad(
+                line,
+                format!("condition names thread {thread}, but {}", has_threads(n)),
+            );
+        }
+        let mut at = None;
+        if self.peek()?.0 == Tok::Colon {
+            self.next()?;
+            let Tok::Word(l) = self.next()? else {
+                return bad(line, "expected a label in fault(...)".into());
+            };
+            match self.b.threads[thread].labels.iter().find(|(n, _)| n == l) {
+                Some(&(_, i)) => at = Some(i),
+                None => return bad(line, format!("unknown label {} in P{thread}", show(l))),
+            }
+        }
+        let (mut loc, mut kind) = (None, None);
+        if self.peek()?.0 == Tok::Comma {
+            self.next()?;
+            let Tok::Word(x) = self.next()? else {
+                return bad(line, "expected a location in fault(...)".into());
+            };
+            if !is_ident(x) {
+                return bad(line, format!("bad location {} in fault(...)", show(x)));
+            }
+            loc = Some(self.loc_atom(x));
+            if self.peek()?.0 == Tok::Comma {
+                self.next()?;
+                kind = Some(self.fault_kind(line)?);
+            }
+        }
+        self.expect(Tok::RParen, "')' closing fault(...)")?;
+        self.b.vmsa = true;
+        Ok(Prop::Fault {
+            thread,
+            at,
+            loc,
+            kind,
+        })
+    }
+
+    /// `MMU:Translation`, `MMU:AccessFlag`, `MMU:Permission`.
+    fn fault_kind(&mut self, line: usize) -> Res<FaultKind> {
+        let Tok::Word(m) = self.next()? else {
+            return bad(line, "expected a fault type".into());
+        };
+        if m != "MMU" || self.next()? != Tok::Colon {
+            return unsup(format!("fault type {}", show(m)));
+        }
+        match self.next()? {
+            Tok::Word("Translation") => Ok(FaultKind::Translation),
+            Tok::Word("AccessFlag") => Ok(FaultKind::AccessFlag),
+            Tok::Word("Permission") => Ok(FaultKind::Permission),
+            Tok::Word(k) => unsup(format!("fault type MMU:{}", show(k))),
+            _ => bad(line, "expected a fault type".into()),
+        }
     }
 
     /// `N:REG`, whose thread must exist.
@@ -843,32 +1171,46 @@ impl<'a, 'b> Condition<'a, 'b> {
         }
     }
 
-    /// A location `w` (already consumed); `fault(...)`, `PTE(x)` and
-    /// `pte_x` are unsupported.
+    /// A location `w` (already consumed): `x`, or (VMSA) an entry
+    /// `pte_x` or `PTE(x)`.
     fn mem_atom(&mut self, w: &str, start: usize) -> Res<Atom> {
         if self.peek()?.0 == Tok::LParen {
-            let what = self.span(start);
-            let vmsa = if w.eq_ignore_ascii_case("fault") {
-                ""
-            } else {
-                "VMSA "
+            if w != "PTE" && w != "TTD" {
+                return unsup(format!("condition {}", self.span(start)));
+            }
+            self.next()?;
+            let Tok::Word(x) = self.next()? else {
+                return bad(
+                    self.src.line(start),
+                    "expected a location in PTE(...)".into(),
+                );
             };
-            return unsup(format!("{vmsa}condition {what}"));
+            self.expect(Tok::RParen, "')'")?;
+            return self.pte_atom(x, start);
         }
-        if is_vmsa(w) {
-            return unsup(format!("VMSA condition {}", show(w)));
+        if let Some(x) = pte_name(w) {
+            return self.pte_atom(x, start);
         }
-        intern(&mut self.b.locs, w);
-        Ok(Atom::Mem(w.to_string()))
+        Ok(Atom::Mem(self.loc_atom(w)))
     }
 
-    /// A value: an integer (maybe negative) or a location's address; a
-    /// page-table descriptor `(oa:...)` is unsupported.
+    /// The entry of location `x`.
+    fn pte_atom(&mut self, x: &str, start: usize) -> Res<Atom> {
+        if !is_ident(x) {
+            return bad(self.src.line(start), format!("bad location {}", show(x)));
+        }
+        self.b.vmsa = true;
+        Ok(Atom::Pte(self.loc_atom(x)))
+    }
+
+    /// A value: an integer (maybe negative), a location's address, or
+    /// (VMSA) an entry value `(oa:...)`, `pte_x`, `phy_x`.
     fn value(&mut self) -> Res<Value> {
         let (tok, start) = self.peek()?;
         let line = self.src.line(start);
-        if tok == Tok::LParen {
-            return unsup(format!("VMSA condition value {}", self.span(start)));
+        let paren = matches!(tok, Tok::Word("PTE" | "TTD" | "PA"));
+        if tok == Tok::LParen || paren {
+            return self.vmsa_value(start);
         }
         let neg = tok == Tok::Minus;
         if neg {
@@ -882,15 +1224,45 @@ impl<'a, 'b> Condition<'a, 'b> {
             );
         };
         self.next()?;
+        if w == "label" && self.peek()?.0 == Tok::Colon {
+            return unsup("label value in the condition".to_string());
+        }
         match parse_int(w) {
             Some(n) if neg => Ok(Value::Int(n.wrapping_neg())),
             Some(n) => Ok(Value::Int(n)),
-            None if !neg && is_ident(w) && !is_vmsa(w) => {
-                intern(&mut self.b.locs, w);
-                Ok(Value::Loc(w.to_string()))
-            }
-            None if is_vmsa(w) => unsup(format!("VMSA condition value {}", show(w))),
+            None if !neg && is_ident(w) => match self.b.vmsa_value(w, line)? {
+                Some(v) => Ok(v),
+                None => Ok(Value::Loc(self.loc_atom(w))),
+            },
             None => bad(line, format!("bad value {}", named(w))),
+        }
+    }
+
+    /// A parenthesised VMSA value (`(oa:...)`, `PTE(x)`, `PA(x)`) at `start`.
+    fn vmsa_value(&mut self, start: usize) -> Res<Value> {
+        let text = &self.src.text[start..];
+        let open = text.find('(').unwrap_or(0);
+        // The matching `)`: an entry literal may nest `PA(x)`.
+        let mut depth = 0usize;
+        let close = text[open..].char_indices().find_map(|(i, c)| {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                _ => {}
+            }
+            (depth == 0).then_some(open + i)
+        });
+        let Some(close) = close else {
+            return bad(self.src.line(start), "'(' is never closed by ')'".into());
+        };
+        let lit = &text[..close + 1];
+        let line = self.src.line(start);
+        let v = self.b.vmsa_value(lit, line)?;
+        self.pos = start + close + 1;
+        self.b.vmsa = true;
+        match v {
+            Some(v) => Ok(v),
+            None => bad(line, format!("bad value {}", show(lit))),
         }
     }
 
@@ -917,6 +1289,11 @@ impl<'a, 'b> Condition<'a, 'b> {
         let words: Vec<&str> = text[..end].split_whitespace().collect();
         show(&words.join(" "))
     }
+}
+
+/// `P0`: a thread named the herd7 way in a condition (`P0:X7=0`).
+fn is_thread_word(w: &str) -> bool {
+    w.len() > 1 && w.starts_with('P') && w[1..].bytes().all(|b| b.is_ascii_digit())
 }
 
 /// A chain of one is its only term.

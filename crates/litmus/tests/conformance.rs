@@ -68,9 +68,12 @@ fn riscv_catalogue_agrees_with_herd() {
     catalogue("riscv", 90.0);
 }
 
+/// The VMSA catalogue (page-table writes, TLBIs, faults, hardware
+/// updates): no disagreement, and 96% of it supported (447 of 465;
+/// docs/vmsa.md lists what is left out).
 #[test]
-fn aarch64_vmsa_catalogue_never_disagrees() {
-    catalogue("aarch64-vmsa", 0.0);
+fn aarch64_vmsa_catalogue_agrees_with_herd() {
+    catalogue("aarch64-vmsa", 96.0);
 }
 
 #[test]

@@ -6,10 +6,13 @@
 //! concurrency model", PLDI 2019), proven equivalent there to the axiomatic
 //! models (Arm's `aarch64.cat`, RVWMO's `riscv.cat`); the rules below are
 //! those of its user-mode definition in the rems-project ArchSem
-//! development (`promising-arm/UMPromising.v`), with three additions named
+//! development (`promising-arm/UMPromising.v`), with additions named
 //! where they act: RISC-V's fences with predecessor and successor sets,
-//! RVWMO's same-address load-load rule, and Arm's single-instruction
-//! atomics (LSE `SWP`/`LDADD`/`CAS`, which that file leaves out).
+//! RVWMO's same-address load-load rule, Arm's single-instruction atomics
+//! (LSE `SWP`/`LDADD`/`CAS`, which that file leaves out) and the ordering
+//! after an acquire-release one ([`amo_acq_rel`]), and for the VMSA
+//! extension ([`crate::hw::vmsa`]) the `DSB` rules of herd7's `DSB-ob`
+//! ([`dsb`]).
 //!
 //! - **Memory** is a list of messages (location, value, thread); a
 //!   message's *timestamp* is its position (1-based; 0 is the initial
@@ -50,12 +53,44 @@ pub type View = u32;
 /// PTE, a CPU's `mm_cpumask` bit, ...).
 pub type LocId = usize;
 
-/// One write in memory.
+/// What a message in memory is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MsgKind {
+    /// A write of `val` to `loc`.
+    Write,
+    /// A TLB invalidation (Arm VMSA, [`crate::hw::vmsa`]): an event with a
+    /// timestamp but no value; `loc` is the page-table entry it
+    /// invalidates (or [`crate::hw::vmsa::ALL`]), `val` 1 if broadcast.
+    /// (`Ev.Tlbi` of `VMPromising.v`: TLBIs live in the same memory.)
+    Tlbi,
+    /// The completion of a TLBI by its thread's full `DSB`: `val` is the
+    /// TLBI's timestamp ([`crate::hw::vmsa::complete_tlbis`]).
+    TlbiDone,
+}
+
+/// One message in memory: a write, or a TLBI.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Msg {
     pub loc: LocId,
     pub val: i64,
     pub tid: usize,
+    pub kind: MsgKind,
+}
+
+impl Msg {
+    /// A write message.
+    pub fn write(loc: LocId, val: i64, tid: usize) -> Msg {
+        Msg {
+            loc,
+            val,
+            tid,
+            kind: MsgKind::Write,
+        }
+    }
+    /// Is this a write of `loc`?
+    pub fn writes(&self, loc: LocId) -> bool {
+        self.kind == MsgKind::Write && self.loc == loc
+    }
 }
 
 /// Memory: the initial values and the messages in timestamp order.
@@ -101,7 +136,7 @@ impl Memory {
         self.msgs
             .iter()
             .rev()
-            .find(|m| m.loc == loc)
+            .find(|m| m.writes(loc))
             .map_or(self.init[loc], |m| m.val)
     }
     /// The timestamps a read of `loc` at view `v` may return: the last
@@ -110,12 +145,12 @@ impl Memory {
         let upto = (v as usize).min(self.msgs.len());
         let first = self.msgs[..upto]
             .iter()
-            .rposition(|m| m.loc == loc)
+            .rposition(|m| m.writes(loc))
             .map_or(0, |i| i as View + 1);
         let later = self.msgs[upto..]
             .iter()
             .enumerate()
-            .filter(|(_, m)| m.loc == loc)
+            .filter(|(_, m)| m.writes(loc))
             .map(|(i, _)| (upto + i) as View + 1);
         std::iter::once(first).chain(later).collect()
     }
@@ -123,7 +158,7 @@ impl Memory {
     /// timestamps `from` and `to`? (An atomic's write must follow its read
     /// in `loc`'s coherence order with no other thread's write between.)
     pub fn exclusive(&self, loc: LocId, tid: usize, from: View, to: View) -> bool {
-        (from + 1..to).all(|t| self.msg(t).is_none_or(|m| m.loc != loc || m.tid == tid))
+        (from + 1..to).all(|t| self.msg(t).is_none_or(|m| !m.writes(loc) || m.tid == tid))
     }
 }
 
@@ -172,26 +207,48 @@ struct Fwd {
 /// A CPU's views: how far into memory its later accesses must be.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ThreadView {
-    arch: Arch,
+    pub(crate) arch: Arch,
     /// Per location: the newest timestamp this thread has read or written.
-    coh: Vec<View>,
+    pub(crate) coh: Vec<View>,
     /// The newest post-view of a read / timestamp of a write so far.
-    vrd: View,
-    vwr: View,
+    pub(crate) vrd: View,
+    pub(crate) vwr: View,
     /// Floors for later reads and writes (barriers, acquires, ISB).
-    vfr: View,
-    vfw: View,
+    pub(crate) vfr: View,
+    pub(crate) vfw: View,
     /// Control and address dependencies so far (orders later writes;
     /// ISB makes later reads wait for it).
-    vcap: View,
+    pub(crate) vcap: View,
     /// The newest release write (an RCsc acquire waits for it).
-    vrel: View,
+    pub(crate) vrel: View,
     fwd: Vec<Fwd>,
     /// RVWMO: per location, the last read since this thread's last write
     /// of it (timestamp read, post-view).
-    last_read: Vec<Option<(View, View)>>,
+    pub(crate) last_read: Vec<Option<(View, View)>>,
     /// Timestamps promised and not yet written.
-    promises: Vec<View>,
+    pub(crate) promises: Vec<View>,
+    /// VMSA ([`crate::hw::vmsa`]): the view a `DSB` completed (what a
+    /// later context synchronisation orders translation walks after).
+    pub(crate) vdsb: View,
+    /// VMSA: the floor of translation walks (raised by ISB and exception
+    /// entry: `vcse` of `VMPromising.v`).
+    pub(crate) vcse: View,
+    /// VMSA: the newest TLBI of this thread (a `DSB SY` waits for it:
+    /// `vtlbi` of `VMPromising.v`).
+    pub(crate) vtlbi: View,
+    /// VMSA: the newest implicit access of this thread: a translation's
+    /// fill time or a hardware update's timestamp (a full `DSB` orders
+    /// every memory effect before it, implicit ones included: `[M]; po;
+    /// [dsb.full]; po; [~(Imp & M)]`, `DSB-ob` of `aarch64hwreqs.cat`).
+    pub(crate) vimp: View,
+    /// VMSA: control dependencies so far (a TLBI waits for them: `ctrl;
+    /// TLBI` in `dob` of herd7's `aarch64.cat`).
+    pub(crate) vctrl: View,
+    /// VMSA: per entry, the newest write this thread's walks of it read.
+    pub(crate) walks: Vec<View>,
+    /// VMSA: the timestamps of TLBIs issued and not yet completed by a
+    /// full `DSB` ([`crate::hw::vmsa::tlbi`]).
+    pub(crate) tlbis: Vec<View>,
 }
 
 impl ThreadView {
@@ -208,7 +265,18 @@ impl ThreadView {
             fwd: vec![Fwd::default(); locs],
             last_read: vec![None; locs],
             promises: Vec::new(),
+            vdsb: 0,
+            vcse: 0,
+            vtlbi: 0,
+            vimp: 0,
+            vctrl: 0,
+            walks: vec![0; locs],
+            tlbis: Vec::new(),
         }
+    }
+    /// VMSA: the TLBIs issued and not yet completed by a full `DSB`.
+    pub fn pending_tlbis(&self) -> usize {
+        self.tlbis.len()
     }
     pub fn promises(&self) -> &[View] {
         &self.promises
@@ -253,6 +321,22 @@ impl ThreadView {
             _ => 0,
         }
     }
+}
+
+/// The view read `r` must be at (its address, barriers, acquires, ISBs):
+/// the floor of a fault in its place ([`crate::hw::vmsa::fault_view`]).
+pub fn read_floor(tv: &ThreadView, r: &Read) -> View {
+    tv.read_pre(r)
+}
+
+/// The view write `w` must be above, before coherence (a fault in its
+/// place is at this view, [`crate::hw::vmsa::fault_view`]).
+pub fn write_floor(tv: &ThreadView, w: &Write) -> View {
+    let mut pre = w.vaddr.max(w.vdata).max(tv.vcap).max(tv.vfw);
+    if w.release {
+        pre = pre.max(tv.vrd).max(tv.vwr);
+    }
+    pre
 }
 
 /// `r`'s possible timestamps for this thread now.
@@ -324,20 +408,13 @@ pub struct Write {
 /// execution is discarded. The timestamp written otherwise.
 /// (`write_mem` of `UMPromising.v`, with atomics.)
 pub fn write(tv: &mut ThreadView, mem: &mut Memory, tid: usize, w: &Write) -> Option<View> {
-    let m = Msg {
-        loc: w.loc,
-        val: w.val,
-        tid,
-    };
+    let m = Msg::write(w.loc, w.val, tid);
     let promised = tv
         .promises
         .iter()
         .copied()
         .find(|&p| mem.msg(p) == Some(&m));
-    let mut pre = w.vaddr.max(w.vdata).max(tv.vcap).max(tv.vfw);
-    if w.release {
-        pre = pre.max(tv.vrd).max(tv.vwr);
-    }
+    let mut pre = write_floor(tv, w);
     if let Some((_, rpost)) = w.atomic_read {
         pre = pre.max(rpost);
     }
@@ -366,6 +443,16 @@ pub fn write(tv: &mut ThreadView, mem: &mut Memory, tid: usize, w: &Write) -> Op
     };
     tv.last_read[w.loc] = None;
     Some(t)
+}
+
+/// Arm `SWPAL`, `LDADDAL`, `CASAL`, ...: the write of an atomic whose
+/// read is an acquire and whose write a release is ordered before every
+/// later access (`[range([A]; amo; [L])]; po` in `bob` of
+/// `aarch64hwreqs.cat`, `po; ([A]; amo; [L]); po` in `aarch64.cat`) and
+/// every later fault (`A; amo; L; po; [MMU & FAULT]`).
+pub fn amo_acq_rel(tv: &mut ThreadView, t: View) {
+    tv.vfr = tv.vfr.max(t);
+    tv.vfw = tv.vfw.max(t);
 }
 
 /// A barrier (`DMB`/`DSB` of a type, RISC-V `fence`, `mfence`): later
@@ -415,10 +502,50 @@ pub fn fence_tso(tv: &mut ThreadView) {
 pub fn isb(tv: &mut ThreadView) {
     tv.vfr = tv.vfr.max(tv.vcap);
     tv.vfw = tv.vfw.max(tv.vcap);
+    tv.vcse = tv.vcse.max(tv.vcap).max(tv.vdsb);
+}
+
+/// Arm `DSB` of a type: the accesses of its predecessor kind are ordered
+/// before *every* later access, not only those of the successor kind
+/// (`DSB-ob` of `aarch64hwreqs.cat`: `[Exp & W]; po; [dsb.st]; po;
+/// [~(Imp & M)]`, `R+rel+dsb.st_ww-mmufault-po`), and before walks after
+/// a later context synchronisation (`vdsb`; `DSB-ob; [CSE]; po`). A full
+/// `DSB` also waits for this thread's TLBIs (`run_barrier` of
+/// `VMPromising.v`: `vpost` of `dsb sy` includes `vtlbi`; the driver
+/// completes them first, [`crate::hw::vmsa::complete_tlbis`]) and for
+/// its implicit accesses, translation reads and hardware updates
+/// (`DSB-ob` of `aarch64hwreqs.cat`: `[M]; po; [dsb.full]; po;
+/// [~(Imp & M)]`, where `M` includes them; `dsb.ld` and `dsb.st` order
+/// only explicit reads, writes). Without VMSA this is [`barrier`].
+pub fn dsb(tv: &mut ThreadView, b: Barrier) {
+    let mut v = 0;
+    if b.pred_r {
+        v = v.max(tv.vrd);
+    }
+    if b.pred_w {
+        v = v.max(tv.vwr);
+    }
+    if b.pred_r && b.pred_w {
+        v = v.max(tv.vtlbi).max(tv.vimp);
+    }
+    tv.vdsb = tv.vdsb.max(v);
+    tv.vfr = tv.vfr.max(v);
+    tv.vfw = tv.vfw.max(v);
+}
+
+/// An access through an address *picked* by a conditional select (Arm
+/// `CSEL`) of view `v`: every later write, and everything after a later
+/// context synchronisation, is ordered after `v` (`pick-addr-dep; [M &
+/// Exp]; po; [W]`, `pick-addr-dep; [Exp]; po; [CSE]; po` in `pob` of
+/// herd7's `aarch64hwreqs.cat`), but the access itself is not (a picked
+/// address orders no read).
+pub fn pick_addr(tv: &mut ThreadView, v: View) {
+    tv.vcap = tv.vcap.max(v);
 }
 
 /// A conditional branch on registers of view `v`: a control dependency
 /// of every later write.
 pub fn branch(tv: &mut ThreadView, v: View) {
     tv.vcap = tv.vcap.max(v);
+    tv.vctrl = tv.vctrl.max(v);
 }

@@ -1,6 +1,7 @@
 //! AArch64 (herd7's `AArch64` tests): moves and ALU, `CMP`/`CSEL`, plain,
 //! acquire and release loads and stores, the LSE atomics `SWP`, `LDADD`,
-//! `STADD`, `CAS`, `DMB`/`DSB`/`ISB` and branches. Registers are
+//! `LDSET`, `LDCLR`, `STADD`, `STSET`, `STCLR`, `CAS`, `DMB`/`DSB`/`ISB`,
+//! `TLBI` and branches. Registers are
 //! case-insensitive; `Wn` and `Xn` fold to `Xn`, `WZR`/`XZR` are the zero
 //! register. Operand widths are not modelled (values stay small).
 
@@ -34,16 +35,18 @@ pub(crate) fn decode(text: &str, ctx: &mut Ctx) -> Result<Instr, DecodeError> {
     match m.as_str() {
         "NOP" => arity(&m, &ops, 0).map(|()| Instr::Nop),
         "MOV" => mov(&ops, ctx),
-        "ADD" | "SUB" | "AND" | "ORR" | "EOR" => alu(&m, &ops, ctx),
+        "ADD" | "SUB" | "AND" | "ORR" | "EOR" | "LSR" | "LSL" | "BIC" => alu(&m, &ops, ctx),
         "CMP" => cmp(&ops, ctx),
         "CSEL" => csel(&ops, ctx),
+        "CSET" => cset(&ops, ctx),
         "LDR" | "LDAR" | "LDAPR" => load(&m, &ops, ctx),
         "STR" | "STLR" => store(&m, &ops, ctx),
         "DMB" | "DSB" => barrier(&m, &ops),
+        "TLBI" => tlbi(&ops, ctx),
         "ISB" => isb(&ops),
         "B" => branch(&m, BranchCond::Always, &ops, ctx),
         "CBZ" | "CBNZ" => cbz(&m, &ops, ctx),
-        "STADD" | "STADDL" => stadd(&m, &ops, ctx),
+        "STADD" | "STADDL" | "STSET" | "STSETL" | "STCLR" | "STCLRL" => stadd(&m, &ops, ctx),
         _ => other(&m, &ops, ctx),
     }
 }
@@ -75,10 +78,11 @@ fn src(s: &str, ctx: &mut Ctx) -> Result<Operand, DecodeError> {
     Ok(ctx.operand(reg(s)?))
 }
 
-/// A register or an immediate `#n`.
+/// A register or an immediate `#n` (the `#` is optional in Arm syntax).
 fn reg_or_imm(s: &str, ctx: &mut Ctx) -> Result<Operand, DecodeError> {
     match s.strip_prefix('#') {
         Some(n) => imm(n.trim()),
+        None if super::parse_int(s).is_some() => imm(s),
         None => src(s, ctx),
     }
 }
@@ -91,7 +95,8 @@ fn mov(ops: &[&str], ctx: &mut Ctx) -> Result<Instr, DecodeError> {
     Ok(alu_or_nop(dst, AluOp::Mov, a, Operand::Imm(0)))
 }
 
-/// `ADD/SUB/AND/ORR/EOR Rd, Rn, Rm|#imm`; a shifted operand is unsupported.
+/// `ADD/SUB/AND/ORR/EOR/LSR/LSL/BIC Rd, Rn, Rm|#imm`; a shifted operand is
+/// unsupported.
 fn alu(m: &str, ops: &[&str], ctx: &mut Ctx) -> Result<Instr, DecodeError> {
     if ops.len() == 4 {
         return Err(unsupported(format!("shifted operand {}", show(ops[3]))));
@@ -102,6 +107,9 @@ fn alu(m: &str, ops: &[&str], ctx: &mut Ctx) -> Result<Instr, DecodeError> {
         "SUB" => AluOp::Sub,
         "AND" => AluOp::And,
         "ORR" => AluOp::Or,
+        "LSR" => AluOp::Lsr,
+        "LSL" => AluOp::Lsl,
+        "BIC" => AluOp::Bic,
         _ => AluOp::Xor,
     };
     let dst = ctx.dest(reg(ops[0])?);
@@ -130,6 +138,23 @@ fn csel(ops: &[&str], ctx: &mut Ctx) -> Result<Instr, DecodeError> {
     let cond = cond(ops[3])?;
     Ok(match dst {
         Some(dst) => Instr::Csel { dst, a, b, cond },
+        None => Instr::Nop,
+    })
+}
+
+/// `CSET Rd, cond`: `CSINC Rd, XZR, XZR, invert(cond)`, that is a select
+/// of 1 or 0 by the condition.
+fn cset(ops: &[&str], ctx: &mut Ctx) -> Result<Instr, DecodeError> {
+    arity("CSET", ops, 2)?;
+    let dst = ctx.dest(reg(ops[0])?);
+    let cond = cond(ops[1])?;
+    Ok(match dst {
+        Some(dst) => Instr::Csel {
+            dst,
+            a: Operand::Imm(1),
+            b: Operand::Zero,
+            cond,
+        },
         None => Instr::Nop,
     })
 }
@@ -230,12 +255,46 @@ fn barrier(m: &str, ops: &[&str]) -> Result<Instr, DecodeError> {
         "ST" | "ISHST" | "OSHST" | "NSHST" => (false, true, false, true),
         _ => return Err(malformed(format!("bad barrier option {}", named(ops[0])))),
     };
-    Ok(Instr::Fence(Fence::Order {
-        pred_r: pr,
-        pred_w: pw,
-        succ_r: sr,
-        succ_w: sw,
+    Ok(Instr::Fence(if m == "DSB" {
+        Fence::Dsb {
+            pred_r: pr,
+            pred_w: pw,
+            succ_r: sr,
+            succ_w: sw,
+        }
+    } else {
+        Fence::Order {
+            pred_r: pr,
+            pred_w: pw,
+            succ_r: sr,
+            succ_w: sw,
+        }
     }))
+}
+
+/// `TLBI VAAE1IS, Xt` (and `VAE1`, `VALE1`, `VAALE1`, with or without
+/// `IS`: by page number in `Xt`; the ASID is not modelled, every test
+/// runs in one address space) or `TLBI VMALLE1[IS]` (every entry).
+/// Other operations are unsupported.
+fn tlbi(ops: &[&str], ctx: &mut Ctx) -> Result<Instr, DecodeError> {
+    let Some(op) = ops.first().map(|o| o.to_ascii_uppercase()) else {
+        return Err(malformed("TLBI takes an operation".into()));
+    };
+    let (base, broadcast) = match op.strip_suffix("IS") {
+        Some(b) => (b, true),
+        None => (op.as_str(), false),
+    };
+    match (base, &ops[1..]) {
+        ("VMALLE1", []) => Ok(Instr::Tlbi {
+            page: None,
+            broadcast,
+        }),
+        ("VAE1" | "VAAE1" | "VALE1" | "VAALE1", [r]) => Ok(Instr::Tlbi {
+            page: Some(src(r, ctx)?),
+            broadcast,
+        }),
+        _ => Err(unsupported(format!("instruction TLBI {}", show(&op)))),
+    }
 }
 
 /// `ISB` (or `ISB SY`).
@@ -275,11 +334,14 @@ enum RmwFamily {
     Cas,
 }
 
-/// `SWP`, `LDADD`, `CAS` with an `A`, `L` or `AL` suffix: family and kinds.
+/// `SWP`, `LDADD`, `LDSET`, `LDCLR`, `CAS` with an `A`, `L` or `AL`
+/// suffix: family and kinds.
 fn rmw_mnemonic(m: &str) -> Option<(RmwFamily, LoadKind, StoreKind)> {
     let bases = [
         ("SWP", RmwFamily::Src(RmwOp::Swap)),
         ("LDADD", RmwFamily::Src(RmwOp::Add)),
+        ("LDSET", RmwFamily::Src(RmwOp::Set)),
+        ("LDCLR", RmwFamily::Src(RmwOp::Clr)),
         ("CAS", RmwFamily::Cas),
     ];
     let (family, suffix) = bases
@@ -328,18 +390,24 @@ fn rmw(
     })
 }
 
-/// `STADD{L} Rs, [Xn]`: an add that returns nothing.
+/// `STADD{L}`, `STSET{L}`, `STCLR{L}` `Rs, [Xn]`: an atomic add, or, or
+/// bit clear that returns nothing (`LDADD` ... with destination `XZR`).
 fn stadd(m: &str, ops: &[&str], ctx: &mut Ctx) -> Result<Instr, DecodeError> {
     arity(m, ops, 2)?;
     let src = src(ops[0], ctx)?;
     let addr = addr(ops[1], ctx)?;
-    let store = if m == "STADDL" {
+    let store = if m.ends_with('L') {
         StoreKind::Release
     } else {
         StoreKind::Plain
     };
+    let op = match &m[2..5] {
+        "ADD" => RmwOp::Add,
+        "SET" => RmwOp::Set,
+        _ => RmwOp::Clr,
+    };
     Ok(Instr::Rmw {
-        op: RmwOp::Add,
+        op,
         dst: None,
         src,
         addr,
@@ -367,7 +435,10 @@ fn reason(m: &str, ops: &[&str]) -> String {
 
 /// A byte, halfword or sign-extending form of a supported access.
 fn is_mixed_size(m: &str) -> bool {
-    const ACCESS: [&str; 7] = ["LDR", "LDAR", "LDAPR", "STR", "STLR", "STADD", "STADDL"];
+    const ACCESS: [&str; 11] = [
+        "LDR", "LDAR", "LDAPR", "STR", "STLR", "STADD", "STADDL", "STSET", "STSETL", "STCLR",
+        "STCLRL",
+    ];
     if m.starts_with("LDRS") {
         return true;
     }
