@@ -716,29 +716,25 @@ impl Prog<'_> {
                 pred_w,
                 succ_r,
                 succ_w,
-            } => wmm::barrier(
-                &mut th.tv,
-                Barrier {
-                    pred_r,
-                    pred_w,
-                    succ_r,
-                    succ_w,
-                },
-            ),
-            Fence::Dsb {
+            }
+            | Fence::Dsb {
                 pred_r,
                 pred_w,
                 succ_r,
                 succ_w,
-            } => wmm::dsb(
-                &mut th.tv,
-                Barrier {
+            } => {
+                let b = Barrier {
                     pred_r,
                     pred_w,
                     succ_r,
                     succ_w,
-                },
-            ),
+                };
+                if matches!(f, Fence::Dsb { .. }) {
+                    wmm::dsb(&mut th.tv, b)
+                } else {
+                    wmm::barrier(&mut th.tv, b)
+                }
+            }
             Fence::Tso => wmm::fence_tso(&mut th.tv),
             Fence::Isb | Fence::FenceI => wmm::isb(&mut th.tv),
         }

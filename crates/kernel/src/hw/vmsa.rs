@@ -44,7 +44,7 @@
 //! [`Memory`] and a [`ThreadView`]): the kernel checker's page walks and
 //! shootdowns are meant to drive the same steps.
 
-use crate::hw::wmm::{LocId, Memory, Msg, MsgKind, ThreadView, View};
+use crate::hw::wmm::{fulfil_or_append, LocId, Memory, Msg, MsgKind, ThreadView, View};
 
 /// The scope of a TLBI that invalidates every entry (`TLBI VMALLE1IS`).
 pub const ALL: LocId = usize::MAX;
@@ -334,16 +334,7 @@ pub fn hw_update(
 ) -> Option<View> {
     let m = Msg::write(w.pte, new.encode(), tid);
     let pre = walk_floor(tv, w).max(tv.vcap).max(c.tf);
-    let promised = tv
-        .promises
-        .iter()
-        .copied()
-        .find(|&p| mem.msg(p) == Some(&m));
-    let t = match promised {
-        Some(p) if p > pre => p,
-        Some(_) => return None,
-        None => mem.push(m),
-    };
+    let t = fulfil_or_append(tv, mem, m, pre)?;
     if (c.tw + 1..t).any(|u| mem.msg(u).is_some_and(|x| x.writes(w.pte))) {
         return None;
     }
@@ -442,16 +433,7 @@ pub fn tlbi(
 /// Message `m` of thread `tv` above view `pre`: its promise fulfilled, or
 /// appended. `None`: the promise lies at or below `pre`.
 fn place(tv: &mut ThreadView, mem: &mut Memory, m: Msg, pre: View) -> Option<View> {
-    let promised = tv
-        .promises
-        .iter()
-        .copied()
-        .find(|&p| mem.msg(p) == Some(&m));
-    let t = match promised {
-        Some(p) if p > pre => p,
-        Some(_) => return None,
-        None => mem.push(m),
-    };
+    let t = fulfil_or_append(tv, mem, m, pre)?;
     tv.promises.retain(|&p| p != t);
     Some(t)
 }

@@ -402,28 +402,40 @@ pub struct Write {
     pub atomic_read: Option<(View, View)>,
 }
 
+/// The timestamp message `m` of thread `tv` takes above view `floor`: its
+/// oldest promise of `m`, else a new message appended. `None`: that
+/// promise lies at or below `floor` (the execution is discarded). The
+/// caller drops the promise once the write is done.
+pub(crate) fn fulfil_or_append(
+    tv: &ThreadView,
+    mem: &mut Memory,
+    m: Msg,
+    floor: View,
+) -> Option<View> {
+    match tv
+        .promises
+        .iter()
+        .copied()
+        .find(|&p| mem.msg(p) == Some(&m))
+    {
+        Some(p) if p > floor => Some(p),
+        Some(_) => None,
+        None => Some(mem.push(m)),
+    }
+}
+
 /// Perform write `w` by thread `tid`: fulfil its oldest promise of the
 /// same message, else append a new message. `None`: the write cannot be
 /// performed (a promise it must fulfil lies below its view), and this
 /// execution is discarded. The timestamp written otherwise.
 /// (`write_mem` of `UMPromising.v`, with atomics.)
 pub fn write(tv: &mut ThreadView, mem: &mut Memory, tid: usize, w: &Write) -> Option<View> {
-    let m = Msg::write(w.loc, w.val, tid);
-    let promised = tv
-        .promises
-        .iter()
-        .copied()
-        .find(|&p| mem.msg(p) == Some(&m));
     let mut pre = write_floor(tv, w);
     if let Some((_, rpost)) = w.atomic_read {
         pre = pre.max(rpost);
     }
     let floor = pre.max(tv.coh[w.loc]);
-    let t = match promised {
-        Some(p) if p > floor => p,
-        Some(_) => return None,
-        None => mem.push(m),
-    };
+    let t = fulfil_or_append(tv, mem, Msg::write(w.loc, w.val, tid), floor)?;
     if let Some((tr, _)) = w.atomic_read {
         if !mem.exclusive(w.loc, tid, tr, t) {
             return None;
