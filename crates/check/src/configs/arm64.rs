@@ -1,0 +1,59 @@
+//! arm64: the write-protect fault reuse race (seed c) and ASID rollover.
+
+use super::P;
+use kernel::user::UserOp;
+use kernel::World;
+use machine::{Error, Scenario, PAGE_SIZE};
+
+/// arm64, after fork + exec: P is mapped read-only (write-protected by the
+/// fork) but exclusive again (the child is gone). Both threads read it
+/// (caching the read-only entry), then write it: the first writer reuses
+/// the page, the other must get rid of its stale entry.
+pub(super) fn wp_reuse_race(s: &Scenario) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let mm = w.mm_alloc()?;
+    w.add_vma(mm, P, PAGE_SIZE);
+    kernel::mm::memory::populate_range(&mut w, mm, P, P + PAGE_SIZE)?;
+    let t = kernel::mm::memory::pte_table(&w, mm, P).expect("populated");
+    let i = machine::mem::table_index(P, 1);
+    let e = w.mem.read(t, i).unwrap_or(0);
+    w.mem.write(t, i, e & !machine::mem::pte::WRITE);
+    let prog = vec![
+        UserOp::Touch {
+            addr: P,
+            write: false,
+        },
+        UserOp::Touch {
+            addr: P,
+            write: true,
+        },
+        UserOp::Exit,
+    ];
+    for c in 0..w.cpus.len() as u16 {
+        w.spawn(mm, c, prog.clone(), true);
+    }
+    Ok(w)
+}
+
+/// Four processes, each with P populated, time-share CPU0: each reads P,
+/// yields, reads P again and exits. With 2-bit ASIDs (1..=3 usable) the
+/// fourth process's first switch finds no free ASID and rolls over.
+pub(super) fn asid_rollover(s: &Scenario) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let read = UserOp::Touch {
+        addr: P,
+        write: false,
+    };
+    for _ in 0..4 {
+        let mm = w.mm_alloc()?;
+        w.add_vma(mm, P, PAGE_SIZE);
+        kernel::mm::memory::populate_range(&mut w, mm, P, P + PAGE_SIZE)?;
+        w.spawn(
+            mm,
+            0,
+            vec![read.clone(), UserOp::Yield, read.clone(), UserOp::Exit],
+            true,
+        );
+    }
+    Ok(w)
+}
