@@ -13,9 +13,11 @@ use std::fmt::Write;
 /// The source of the published figures.
 const SRC_C: &str = "Huang Ying, arm64, mm: avoid TLBI broadcast in wp_page_reuse (cover letter): usemem score, perf cycles% of TLB-flush functions, 128-core arm64 server";
 
+/// The seed's switches: local reuse flush, local spurious-fault flush.
+const SEED: &str = "arm64.wp_reuse_flush=local,arm64.spurious_fault_flush=local";
+
 /// Seed (c): arm64 local TLBI in the write-protect fault reuse path.
 pub(super) fn arm64_seed(opts: &RunOptions, iterations: u64) -> Result<Section, Error> {
-    const SEED: &str = "arm64.wp_reuse_flush=local,arm64.spurious_fault_flush=local";
     let mut sec = Section::new(
         "seed-arm64-local-tlbi-wp-fault",
         true,
@@ -26,6 +28,26 @@ pub(super) fn arm64_seed(opts: &RunOptions, iterations: u64) -> Result<Section, 
     let out = &mut out;
     let mut base = reduced_usemem()?;
     base.workload.iterations = (iterations / 200).clamp(40, 100);
+    let (gains, at128) = usemem_scaling(out, &base, opts)?;
+    let g = gains.last().copied().unwrap_or(0.0) * 100.0;
+    sec.tables.push(usemem_table(&base, at128, g));
+    // The magnitude: DVM prices fitted to the published baseline share
+    // alone; the patched figures are the fitted profile's prediction.
+    let fitted = arm64_baseline_fit(out, &base, opts)?;
+    sec.tables.push(baseline_fit_table(fitted));
+    cow_reuse_race(&mut sec, opts, out)?;
+    sec.text = std::mem::take(out);
+    Ok(sec)
+}
+
+/// usemem with fork/exec on 8, 64 and 128 cores, upstream and with the
+/// seed. Returns the throughput gain per core count and the flush shares
+/// (upstream, seed) at 128 cores, in percent.
+fn usemem_scaling(
+    out: &mut String,
+    base: &machine::Scenario,
+    opts: &RunOptions,
+) -> Result<(Vec<f64>, (f64, f64)), Error> {
     let _ = writeln!(
         out,
         "\n== arm64: local TLBI when wp_page_reuse upgrades a PTE (usemem {} threads, {}, fork+exec every {} ms) ==",
@@ -74,8 +96,13 @@ pub(super) fn arm64_seed(opts: &RunOptions, iterations: u64) -> Result<Section, 
         "direction: gain positive and growing with cores: {}",
         yes(gains.windows(2).all(|w| w[1] > w[0]) && gains[0] > 0.0)
     );
-    let g = gains.last().copied().unwrap_or(0.0) * 100.0;
-    sec.tables.push(Table {
+    Ok((gains, at128))
+}
+
+/// usemem at 128 cores against the cover letter: the flush shares
+/// `at128` (upstream, seed) and the throughput gain `g`, in percent.
+fn usemem_table(base: &machine::Scenario, at128: (f64, f64), g: f64) -> Table {
+    Table {
         caption: format!(
             "usemem {} threads, {}, fork+exec every {} ms, 128 cores (the seed: 100 GB, every 40 s)",
             base.workload.threads,
@@ -88,11 +115,12 @@ pub(super) fn arm64_seed(opts: &RunOptions, iterations: u64) -> Result<Section, 
             cmp_row("seed: TLB-flush share of cycles", Some(0.3), Some(at128.1), Unit::Pct, None, SRC_C),
             cmp_row("seed: throughput gain", Some(40.6), Some(g), Unit::Pct, None, SRC_C),
         ],
-    });
-    // The magnitude: DVM prices fitted to the published baseline share
-    // alone; the patched figures are the fitted profile's prediction.
-    let (fit_before, fit_after, fit_gain) = arm64_baseline_fit(out, &base, opts)?;
-    sec.tables.push(Table {
+    }
+}
+
+/// `arm64_baseline_fit`'s figures against the cover letter.
+fn baseline_fit_table((fit_before, fit_after, fit_gain): (f64, f64, f64)) -> Table {
+    Table {
         caption: "profile arm64-n2-seed-baseline-fit (DVM prices fitted to the unpatched share only), usemem at 128 cores: the seed's figures are predictions".into(),
         head: cmp_head(),
         rows: vec![
@@ -100,7 +128,12 @@ pub(super) fn arm64_seed(opts: &RunOptions, iterations: u64) -> Result<Section, 
             cmp_row("seed: TLB-flush share of cycles (predicted)", Some(0.3), Some(fit_after), Unit::Pct, None, SRC_C),
             cmp_row("seed: throughput gain (predicted)", Some(40.6), Some(fit_gain), Unit::Pct, None, SRC_C),
         ],
-    });
+    }
+}
+
+/// The reuse race: the local reuse flush without the spurious-fault flush
+/// livelocks (an unsafe variant of the section); with it, spurious faults.
+fn cow_reuse_race(sec: &mut Section, opts: &RunOptions, out: &mut String) -> Result<(), Error> {
     let race = sec.scenario("cow-reuse-race")?;
     let (unsafe_r, _) = run_scenario(&apply_variant(&race, "arm64.wp_reuse_flush=local")?, opts)?;
     sec.caught(
@@ -120,8 +153,7 @@ pub(super) fn arm64_seed(opts: &RunOptions, iterations: u64) -> Result<Section, 
         safe_r.violations.len(),
         safe_r.spurious_faults
     );
-    sec.text = std::mem::take(out);
-    Ok(sec)
+    Ok(())
 }
 
 /// The arm64 magnitude: the same usemem at 128 cores under the profile
@@ -142,8 +174,7 @@ fn arm64_baseline_fit(
         ..opts.clone()
     };
     let (b, _) = run_scenario(&s, &fit)?;
-    let seed = "arm64.wp_reuse_flush=local,arm64.spurious_fault_flush=local";
-    let (p, _) = run_scenario(&apply_variant(&s, seed)?, &fit)?;
+    let (p, _) = run_scenario(&apply_variant(&s, SEED)?, &fit)?;
     let per = |r: &sim::Report| r.main_op().map_or(0.0, |o| o.per_sec);
     let figures = (
         b.cycles.flush_share * 100.0,

@@ -22,6 +22,26 @@ pub(super) fn flush_tlb_info_seed(opts: &RunOptions, iterations: u64) -> Result<
     let mut out = String::new();
     let mut base = sa.scenario("flush-tlb-info-madvise")?;
     base.workload.iterations = iterations;
+    let rows = madvise_rows(&base, opts)?;
+    print_madvise_rows(&mut out, &base, &rows);
+    sa.tables.push(madvise_table(&base, iterations, &rows));
+    let aligned_ok = (rows[1].model / rows[0].model - 1.0).abs() < 0.005;
+    let unaligned_ok = rows[2].model > rows[0].model && rows[2].model > rows[1].model;
+    let _ = writeln!(
+        out,
+        "direction: aligned within 0.5% of percpu: {}; unaligned slower than both: {}\n",
+        yes(aligned_ok),
+        yes(unaligned_ok)
+    );
+
+    sa.text = out;
+    preemptible_flush(&mut sa, opts)?;
+    Ok(sa)
+}
+
+/// The madvise loop under each placement of `flush_tlb_info`: the model's
+/// us/op next to the published one, the per-CPU baseline first.
+fn madvise_rows(base: &machine::Scenario, opts: &RunOptions) -> Result<Vec<Row>, Error> {
     let variants = [
         ("base (percpu)", "x86.flush_tlb_info=percpu", 2.5278),
         (
@@ -37,7 +57,7 @@ pub(super) fn flush_tlb_info_seed(opts: &RunOptions, iterations: u64) -> Result<
     ];
     let mut rows = Vec::new();
     for (name, spec, published) in variants {
-        let s = apply_variant(&base, spec)?;
+        let s = apply_variant(base, spec)?;
         let (r, _) = run_scenario(&s, opts)?;
         let model = r.main_op().map_or(0.0, |o| o.latency_ns.mean / 1000.0);
         rows.push(Row {
@@ -46,6 +66,11 @@ pub(super) fn flush_tlb_info_seed(opts: &RunOptions, iterations: u64) -> Result<
             model,
         });
     }
+    Ok(rows)
+}
+
+/// The madvise loop's rows as `tlblab demo` prints them.
+fn print_madvise_rows(out: &mut String, base: &machine::Scenario, rows: &[Row]) {
     let _ = writeln!(
         out,
         "== x86: move flush_tlb_info back to the stack (madvise loop, {} CPUs, {} busy threads) ==",
@@ -56,7 +81,7 @@ pub(super) fn flush_tlb_info_seed(opts: &RunOptions, iterations: u64) -> Result<
         "{:<22} {:>14} {:>14} {:>12} {:>12}",
         "variant", "published us/op", "model us/op", "pub vs base", "model vs base"
     );
-    for r in &rows {
+    for r in rows {
         let _ = writeln!(
             out,
             "{:<22} {:>14.4} {:>14.4} {:>+11.2}% {:>+11.2}%",
@@ -67,8 +92,12 @@ pub(super) fn flush_tlb_info_seed(opts: &RunOptions, iterations: u64) -> Result<
             (r.model / rows[0].model - 1.0) * 100.0
         );
     }
+}
+
+/// The madvise loop's rows as the report's table, each against its baseline.
+fn madvise_table(base: &machine::Scenario, iterations: u64, rows: &[Row]) -> Table {
     let b0 = (rows[0].published, rows[0].model);
-    sa.tables.push(Table {
+    Table {
         caption: format!(
             "madvise(MADV_DONTNEED) loop, {} CPUs, {} busy threads, {} iterations",
             base.machine.cpus, base.workload.threads, iterations
@@ -87,26 +116,38 @@ pub(super) fn flush_tlb_info_seed(opts: &RunOptions, iterations: u64) -> Result<
                 )
             })
             .collect(),
-    });
-    let aligned_ok = (rows[1].model / rows[0].model - 1.0).abs() < 0.005;
-    let unaligned_ok = rows[2].model > rows[0].model && rows[2].model > rows[1].model;
-    let _ = writeln!(
-        out,
-        "direction: aligned within 0.5% of percpu: {}; unaligned slower than both: {}\n",
-        yes(aligned_ok),
-        yes(unaligned_ok)
-    );
-
-    sa.text = out;
-    preemptible_flush(&mut sa, opts)?;
-    Ok(sa)
+    }
 }
 
 /// Seed (a) v7: the preemptible flush, seen from cyclictest.
 fn preemptible_flush(sec: &mut Section, opts: &RunOptions) -> Result<(), Error> {
     let base = sec.scenario("rt-latency")?;
     let out = &mut sec.text;
-    let mut t = Table {
+    let mut t = rt_latency_table(&base);
+    let _ = writeln!(
+        out,
+        "\n== x86: preemptible flush (cyclictest next to a madvise storm, {} CPUs, PREEMPT, IRQ-off windows {}/s with a {}% long tail) ==",
+        base.machine.cpus, base.machine.irqoff_hz, base.machine.irqoff_long_pct
+    );
+    let _ = writeln!(
+        out,
+        "{:<34} {:>10} {:>10} {:>10} {:>10} {:>12}",
+        "variant", "p50 us", "p99 us", "p99.9 us", "max us", "madvise/s"
+    );
+    let p999 = rt_latency_rows(&base, opts, out, &mut t)?;
+    sec.tables.push(t);
+    let out = &mut sec.text;
+    let _ = writeln!(
+        out,
+        "direction: the latency tail falls with the preemptible flush: {}",
+        yes(p999[1] < p999[0])
+    );
+    Ok(())
+}
+
+/// The empty table of cyclictest's wake-up latency per variant.
+fn rt_latency_table(base: &machine::Scenario) -> Table {
+    Table {
         caption: format!(
             "model only: cyclictest wake-up latency next to a madvise storm, {} CPUs, PREEMPT",
             base.machine.cpus
@@ -122,17 +163,17 @@ fn preemptible_flush(sec: &mut Section, opts: &RunOptions) -> Result<(), Error> 
         .map(String::from)
         .to_vec(),
         rows: Vec::new(),
-    };
-    let _ = writeln!(
-        out,
-        "\n== x86: preemptible flush (cyclictest next to a madvise storm, {} CPUs, PREEMPT, IRQ-off windows {}/s with a {}% long tail) ==",
-        base.machine.cpus, base.machine.irqoff_hz, base.machine.irqoff_long_pct
-    );
-    let _ = writeln!(
-        out,
-        "{:<34} {:>10} {:>10} {:>10} {:>10} {:>12}",
-        "variant", "p50 us", "p99 us", "p99.9 us", "max us", "madvise/s"
-    );
+    }
+}
+
+/// cyclictest upstream and with the preemptible flush: one printed line
+/// and one row of `t` each. Returns each variant's p99.9 latency.
+fn rt_latency_rows(
+    base: &machine::Scenario,
+    opts: &RunOptions,
+    out: &mut String,
+    t: &mut Table,
+) -> Result<Vec<u64>, Error> {
     let mut p999 = Vec::new();
     for (name, spec) in [
         ("upstream (percpu, get_cpu)", ""),
@@ -144,7 +185,7 @@ fn preemptible_flush(sec: &mut Section, opts: &RunOptions) -> Result<(), Error> 
         let s = if spec.is_empty() {
             base.clone()
         } else {
-            apply_variant(&base, spec)?
+            apply_variant(base, spec)?
         };
         let (r, _) = run_scenario(&s, opts)?;
         let find = |n: &str| r.ops.iter().find(|o| o.name == n);
@@ -170,14 +211,7 @@ fn preemptible_flush(sec: &mut Section, opts: &RunOptions) -> Result<(), Error> 
             format!("{:.0}", find("madvise").map_or(0.0, |o| o.per_sec)),
         ]);
     }
-    sec.tables.push(t);
-    let out = &mut sec.text;
-    let _ = writeln!(
-        out,
-        "direction: the latency tail falls with the preemptible flush: {}",
-        yes(p999[1] < p999[0])
-    );
-    Ok(())
+    Ok(p999)
 }
 
 /// Seed (a) v7: cyclictest's wake-up latency CDF, upstream against the
