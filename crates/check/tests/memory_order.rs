@@ -36,9 +36,13 @@ fn caught_drops_print_the_buffered_store_and_the_dropped_barrier() {
             c.name
         );
         assert!(text.contains("into its store buffer"), "{}: {text}", c.name);
+        // The read that misses the other side's store: past a store
+        // still buffered, or of an older message than memory holds.
         assert!(
-            text.contains("while CPU") && text.contains("still in its store buffer"),
-            "{}: the read past the buffered store is shown: {text}",
+            (text.contains("while CPU") && text.contains("still in its store buffer"))
+                || text
+                    .contains("is already in memory (nothing orders this read after that store)"),
+            "{}: the read past the other side's store is shown: {text}",
             c.name
         );
     }
@@ -92,33 +96,44 @@ fn unknown_barrier_names_are_refused() {
 }
 
 /// RISC-V seed (d) under the weak model: with both fences the buffered
-/// `loaded_asid` / `need_tlb_flush` stores drain in the step that made
-/// them (no state added to the seed's check); dropping either fence is
-/// caught as the store-buffering shape, with the other side's read past
-/// the buffered store printed.
+/// RVWMO: the flusher's `need_tlb_flush` store and the hart's
+/// `loaded_asid` store drain at their fences, but each side's later loads
+/// may still return older messages until a fence or their own access
+/// orders them ([`kernel::hw::weak_mem`]): the seed's correct code
+/// explores more states than under SC, with the same verdict; dropping
+/// either fence is caught as the store-buffering shape, with the read
+/// that misses the other side's store printed.
 #[test]
 fn riscv_seed_fences_are_the_store_buffering_shape() {
     let find = |n: &str| CATALOGUE.iter().find(|c| c.name == n).unwrap();
     let run = |n: &str, m| explore(&build_with(find(n), &[], m).unwrap(), Bounds::default());
-    let (weak, sc) = (
-        run("riscv_defer_vs_switch", None),
-        run("riscv_defer_vs_switch", Some(MemoryModel::Sc)),
-    );
-    assert_eq!((weak.verdict, weak.states), (sc.verdict, sc.states));
-    let o = run("drop_set_mm_asid_fence", None);
-    assert_eq!(o.verdict, "unsafe");
-    let text = o.counterexample.join("\n");
-    assert!(
-        text.contains("reads CPU1's loaded_asid from memory while CPU1's store to it is still in its store buffer"),
-        "{text}"
-    );
-    let o = run("drop_should_ipi_flush_smp_mb", None);
-    assert_eq!(o.verdict, "unsafe");
-    let text = o.counterexample.join("\n");
-    assert!(
-        text.contains("reads CPU1's need_tlb_flush from memory while CPU0's store to it is still in its store buffer"),
-        "{text}"
-    );
+    for n in [
+        "riscv_defer_vs_switch",
+        "riscv_defer_vs_switch_mask_clearing",
+    ] {
+        let (weak, sc) = (run(n, None), run(n, Some(MemoryModel::Sc)));
+        assert_eq!((weak.verdict, sc.verdict), ("safe", "safe"), "{n}");
+        assert!(
+            weak.states > sc.states,
+            "{n}: {} vs {}",
+            weak.states,
+            sc.states
+        );
+    }
+    for (n, missed) in [
+        ("drop_set_mm_asid_fence", "CPU1's loaded_asid"),
+        ("drop_should_ipi_flush_smp_mb", "CPU1's need_tlb_flush"),
+    ] {
+        let o = run(n, None);
+        assert_eq!(o.verdict, "unsafe", "{n}");
+        let text = o.counterexample.join("\n");
+        let past_buffer = format!("reads {missed} from memory while CPU");
+        let stale = format!("reads {missed} = ");
+        assert!(
+            text.contains(&past_buffer) || text.contains(&stale),
+            "{n}: {text}"
+        );
+    }
 }
 
 /// arm64 under the weak model: with every barrier the TLBIs complete at

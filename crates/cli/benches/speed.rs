@@ -61,7 +61,7 @@ fn check_3cpu(c: &mut Criterion) {
         "x86_collapse_vs_gup_3cpu",
         "x86_hugetlb_unshare_seed",
         "arm64_wp_reuse_3cpu",
-        "riscv_defer_vs_switch_3cpu",
+        "riscv_defer_vs_switch_mask_clearing",
         "x86_preemptible_flush_stack_3cpu",
     ] {
         let cfg = check::configs::find(name).unwrap();

@@ -278,6 +278,14 @@ pub enum Label {
         owner: CpuId,
         loc: crate::hw::memory_model::Loc,
     },
+    /// This CPU read an older value of `loc` than memory holds: no barrier
+    /// or access of its own orders the read after the newer store
+    /// ([`crate::hw::weak_mem`]).
+    ReadStale {
+        loc: crate::hw::memory_model::Loc,
+        val: u64,
+        newest: u64,
+    },
     /// `switch_mm_irqs_off` starts (checker: in separate steps).
     SwitchMmBegin {
         from: MmId,
@@ -613,6 +621,12 @@ impl fmt::Display for Label {
                 f,
                 "reads {loc} from memory while CPU{owner}'s store to it is still in its store buffer"
             ),
+            Label::ReadStale { loc, val, newest } => write!(
+                f,
+                "reads {loc} = {} although {} is already in memory (nothing orders this read after that store)",
+                crate::hw::memory_model::show_val(loc, val),
+                crate::hw::memory_model::show_val(loc, newest)
+            ),
             Label::ReadLoadedAsid { deferring, ordered } => write!(
                 f,
                 "read targets' loaded_asid: {deferring} hart(s) not running the ASID{}",
@@ -707,10 +721,50 @@ pub struct Effects {
     /// Filled only while `tracing` (the driver sets it when it keeps a trace).
     pub labels: Vec<Label>,
     pub tracing: bool,
+    /// The checker's choice of message for each load that has more than
+    /// one ([`crate::hw::weak_mem`]), and what this step's loads offered.
+    pub picks: Picks,
+}
+
+/// The messages a step's loads return, when the memory model lets a load
+/// return an older one: position `i` is the `i`-th load of the step with
+/// more than one choice; 4 bits each, 0 = the newest value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Picks {
+    /// The choices to make (set by the driver before the step).
+    pub given: u64,
+    /// Loads with a choice so far in this step.
+    pub pos: u8,
+    /// How many messages each of them could read (4 bits each, capped
+    /// at [`Picks::MAX_ARITY`]).
+    pub arities: u64,
+}
+
+impl Picks {
+    /// Choices per position (and loads with a choice per step, beyond
+    /// which a load reads the newest value: [`Picks::MAX_POS`]).
+    pub const MAX_ARITY: usize = 15;
+    pub const MAX_POS: u8 = 16;
+    /// The choice for a load with `arity` > 1 messages.
+    pub fn pick(&mut self, arity: usize) -> usize {
+        if self.pos >= Self::MAX_POS {
+            return 0;
+        }
+        let sh = 4 * self.pos as u32;
+        let a = arity.min(Self::MAX_ARITY) as u64;
+        self.arities |= a << sh;
+        self.pos += 1;
+        (((self.given >> sh) & 0xf) as usize).min(a as usize - 1)
+    }
+    /// The arity recorded at position `i` (0: none).
+    pub fn arity(&self, i: u8) -> usize {
+        ((self.arities >> (4 * i as u32)) & 0xf) as usize
+    }
 }
 
 impl Effects {
     pub fn clear(&mut self) {
+        self.picks = Picks::default();
         self.charges.clear();
         self.charge_plain.clear();
         self.plain = 0;

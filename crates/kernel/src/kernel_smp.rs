@@ -252,6 +252,9 @@ pub fn sysvec_call_function(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     fx.cost(Cost::IrqEntry, 1);
     fx.label(Label::IrqEntry);
     // llist_del_all(), then run in queueing order (llist_reverse_order).
+    // llist_del_all is an xchg, fully ordered: the handler's loads see
+    // what the initiator stored before its llist_add.
+    crate::hw::memory_model::barrier(w, cpu, None, crate::hw::memory_model::Order::Full, fx);
     fx.write(layout::call_single_queue(cpu));
     let mut entries = std::mem::take(&mut w.cpus[c].call_single_queue);
     for csd in entries.drain(..) {

@@ -20,8 +20,9 @@
 //! queued csds (initiator, and the `flush_tlb_info` they point to),
 //! `flush_tlb_info.initiating_cpu` (of infos ever filled in), every cpumask (`mm_cpumask`, the masks
 //! of flushes in progress, RCU batches), `mmap_lock` owners, `fork`'s child
-//! CPU (in frames and programs), `Violation::cpu`, and the store buffers
-//! (their order and the CPUs their locations name). Violation texts are
+//! CPU (in frames and programs), `Violation::cpu`, the store buffers
+//! (their order and the CPUs their locations name), and the weak model's
+//! messages and views ([`crate::hw::weak_mem::WeakMem::renamed`]). Violation texts are
 //! free-form and keep the names they were written with. Counters hash to
 //! nothing and are left as they are.
 
@@ -248,6 +249,7 @@ impl World {
             violations,
             rcu_batches,
             membufs: membufs.into(),
+            weak: self.weak.renamed(perm),
             hugetlb_i_mmap_writer: self.hugetlb_i_mmap_writer.map(|t| r.task(t)),
             ..self.clone()
         })
@@ -330,6 +332,7 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
         files,
         next_ctx_id,
         membufs,
+        weak,
         psc_index: _,      // a hint: hashes to nothing
         atomic_nesting: _, // a hint: hashes to nothing
         tlb_filled: _,     // a hint: hashes to nothing
@@ -355,6 +358,9 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
             cpu_fixed[c].hash(&mut h);
             hash_cpu_ids(&cpus[c], r, &mut h);
             r.membuf(&membufs[c]).hash(&mut h);
+        }
+        if !weak.is_empty() {
+            weak.renamed(r.cpu).hash(&mut h);
         }
         let mut from = vec![0usize; tasks.len()];
         for (t, &to) in r.task.iter().enumerate() {

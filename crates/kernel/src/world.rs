@@ -771,6 +771,36 @@ pub enum StepKind {
     /// The hardware drains slot `slot` of the CPU's store buffer to memory
     /// (checker memory models other than SC only).
     Drain { slot: u8 },
+    /// Step `on` with its loads returning the messages `picks` names
+    /// (checker, weak model: [`crate::effects::Picks`]; `on` alone reads
+    /// the newest value of every location).
+    Picked { on: PickedOn, picks: u64 },
+}
+
+/// The steps whose loads the checker may let return older messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PickedOn {
+    Run,
+    TakeIrq,
+    TimerIrq,
+}
+
+impl PickedOn {
+    fn of(kind: StepKind) -> Option<PickedOn> {
+        match kind {
+            StepKind::Run => Some(PickedOn::Run),
+            StepKind::TakeIrq => Some(PickedOn::TakeIrq),
+            StepKind::TimerIrq => Some(PickedOn::TimerIrq),
+            _ => None,
+        }
+    }
+    pub fn kind(self) -> StepKind {
+        match self {
+            PickedOn::Run => StepKind::Run,
+            PickedOn::TakeIrq => StepKind::TakeIrq,
+            PickedOn::TimerIrq => StepKind::TimerIrq,
+        }
+    }
 }
 
 /// The modelled machine and kernel.
@@ -804,6 +834,9 @@ pub struct World {
     pub(crate) next_ctx_id: u64,
     /// Per-CPU store buffers of the checker's memory model (empty under SC).
     pub membufs: crate::cow::CowVec<crate::hw::memory_model::StoreBuffer>,
+    /// Checker, weak model: the old messages loads may still return, and
+    /// every CPU's views ([`crate::hw::weak_mem`]).
+    pub weak: crate::hw::weak_mem::WeakMem,
     /// Which CPUs' paging-structure caches may hold each table (the
     /// invariant-3 monitor's index).
     pub psc_index: Hint<crate::hw::psc_index::PscIndex>,
@@ -949,6 +982,7 @@ impl World {
             // the first user mm gets 2 (ctx_id 0 matches no mm).
             next_ctx_id: 2,
             membufs: vec![Default::default(); n].into(),
+            weak: Default::default(),
             psc_index: Hint(crate::hw::psc_index::PscIndex::new(n)),
             atomic_nesting: Hint(0),
             tlb_filled: Hint(crate::hw::filled_index::FilledIndex::new(n)),
@@ -1213,15 +1247,78 @@ impl World {
                 ));
             }
         }
+        if !self.weak.is_empty() {
+            self.enabled_picks(out);
+        }
+    }
+
+    /// Weak model: for each step whose CPU may read an older message,
+    /// the same step with every other combination of messages its loads
+    /// can return ([`StepKind::Picked`]), found by running it.
+    fn enabled_picks(&self, out: &mut Vec<(CpuId, StepKind)>) {
+        let n = out.len();
+        for i in 0..n {
+            let (c, kind) = out[i];
+            let Some(on) = PickedOn::of(kind) else {
+                continue;
+            };
+            if !self.weak.stale_for(c) {
+                continue;
+            }
+            self.pick_vectors(c, on, 0, 0, out);
+        }
+    }
+
+    /// Depth first over the loads' choices: `given` fixes the positions
+    /// before `from` (and leaves the rest newest); each alternative at a
+    /// later position is a new vector.
+    fn pick_vectors(
+        &self,
+        c: CpuId,
+        on: PickedOn,
+        given: u64,
+        from: u8,
+        out: &mut Vec<(CpuId, StepKind)>,
+    ) {
+        let mut w = self.clone();
+        let mut fx = Effects::default();
+        w.step(c, StepKind::Picked { on, picks: given }, &mut fx);
+        if given != 0 {
+            out.push((c, StepKind::Picked { on, picks: given }));
+        }
+        let p = fx.picks;
+        for i in from..p.pos {
+            for j in 1..p.arity(i) as u64 {
+                let g = given | (j << (4 * i as u32));
+                self.pick_vectors(c, on, g, i + 1, out);
+            }
+        }
     }
 
     /// Run one step on `cpu`.
     pub fn step(&mut self, cpu: CpuId, kind: StepKind, fx: &mut Effects) {
-        if let StepKind::Drain { slot } = kind {
-            // Hardware only: no kernel code runs, no quiescent state.
-            crate::hw::memory_model::drain(self, cpu, slot as usize, fx);
-            return;
+        fx.picks = Default::default();
+        match kind {
+            StepKind::Drain { slot } => {
+                // Hardware only: no kernel code runs, no quiescent state.
+                crate::hw::memory_model::drain(self, cpu, slot as usize, fx);
+            }
+            StepKind::Picked { on, picks } => {
+                fx.picks.given = picks;
+                self.step_kernel(cpu, on.kind(), fx);
+            }
+            _ => self.step_kernel(cpu, kind, fx),
         }
+        if !self.weak.is_empty() {
+            let mut task_ctx = vec![false; self.cpus.len()];
+            for t in self.tasks.iter().filter(|t| t.state != TaskState::Exited) {
+                task_ctx[t.cpu as usize] = true;
+            }
+            self.weak.gc(&task_ctx);
+        }
+    }
+
+    fn step_kernel(&mut self, cpu: CpuId, kind: StepKind, fx: &mut Effects) {
         self.dispatch(cpu, kind, fx);
         if !self.rcu_batches.is_empty() {
             let c = &self.cpus[cpu as usize];
@@ -1245,7 +1342,7 @@ impl World {
                 crate::sched::core::scheduler_tick(self, cpu, migrate_to, fx)
             }
             StepKind::TimerIrq => crate::sched::core::hrtimer_wakeup(self, cpu, fx),
-            StepKind::Drain { .. } => unreachable!("handled in step"),
+            StepKind::Drain { .. } | StepKind::Picked { .. } => unreachable!("handled in step"),
         }
     }
 

@@ -272,6 +272,7 @@ fn kind_name(kind: StepKind) -> &'static str {
         } => "scheduler_tick (migrate)",
         StepKind::TimerIrq => "hrtimer_interrupt",
         StepKind::Drain { .. } => "store buffer drain",
+        StepKind::Picked { .. } => "run (loads of older messages)",
     }
 }
 
@@ -327,9 +328,10 @@ fn kernel_name(l: &Label) -> &'static str {
         Label::SbiRfence { .. } => "sbi_remote_sfence_vma_asid",
         Label::Wakeup { .. } => "hrtimer_wakeup",
         Label::KernelAccess { .. } => "kernel access",
-        Label::StoreBuffered { .. } | Label::Drained { .. } | Label::ReadPastBuffer { .. } => {
-            "store buffer"
-        }
+        Label::StoreBuffered { .. }
+        | Label::Drained { .. }
+        | Label::ReadPastBuffer { .. }
+        | Label::ReadStale { .. } => "store buffer",
         Label::Barrier { name, .. } | Label::BarrierDropped { name } => name,
         Label::SwitchMmBegin { .. } | Label::SwitchMmReadTlbGen { .. } => "switch_mm_irqs_off",
         Label::TlbFlushNested { .. } => "tlb_finish_mmu",

@@ -21,9 +21,12 @@
 //!   "Simplifying ARM concurrency: multicopy-atomic axiomatic and
 //!   operational models for ARMv8" (POPL 2018) and of RVWMO (RISC-V
 //!   unprivileged ISA, chapter "RVWMO Memory Consistency Model") that a
-//!   store buffer can express. Load->load reordering is modelled only in
-//!   the litmus explorer ([`crate::hw::litmus`]); load->store reordering
-//!   (the LB shape) is not modelled at all (see docs/checker.md).
+//!   store buffer can express. On top of the buffers, a drained store
+//!   becomes a message of the view machine and a plain load
+//!   ([`read_once`]) may return an older message the CPU's views allow
+//!   ([`crate::hw::weak_mem`]): load->load and store->load reordering.
+//!   Load->store reordering (the LB shape) is not modelled (see
+//!   docs/checker.md).
 //!
 //! Bound: a buffer holds at most [`STORE_BUFFER_DEPTH`] stores; a store
 //! into a full buffer first drains the oldest (what a real CPU does when
@@ -153,6 +156,38 @@ impl Loc {
 }
 
 impl Loc {
+    /// May a plain load of this location return an older value than memory
+    /// holds (weak model)? Not a PTE that `__ptep_set_access_flags` reads
+    /// in its `cmpxchg` loop under the PTE lock (an exclusive read sees the
+    /// newest value), a TLBI, or the walkers' lagging view ([`Loc::PteWalk`]).
+    pub fn read_may_be_stale(self) -> bool {
+        !matches!(
+            self,
+            Loc::Pte { .. } | Loc::Tlbi { .. } | Loc::PteWalk { .. }
+        )
+    }
+
+    /// May `cpu` load this location from now on? `task_ctx`: some task
+    /// that can still run is on `cpu` (an exited CPU runs only interrupt
+    /// handlers, which read only that CPU's own state). Conservative: true
+    /// unless the modelled code shows otherwise.
+    /// - RISC-V seed (d)'s `need_tlb_flush` is tested by its own hart
+    ///   only (`set_mm_asid`, the flush IPI, `local_tlb_flush_queue_drain`);
+    ///   flushers only store to it.
+    /// - another hart's `loaded_asid` is read by `should_ipi_flush`, in a
+    ///   task's flush; a hart's own by its flush IPI;
+    /// - another CPU's `active_lockless_pt_walk_mm` by
+    ///   `tlb_remove_table_sync_mm`, and page-table entries by GUP-fast
+    ///   and the paths that take the locks, all in task context.
+    pub fn may_load(self, cpu: CpuId, task_ctx: bool) -> bool {
+        match self {
+            Loc::NeedTlbFlush(c) => c == cpu,
+            Loc::LoadedAsid(c) => c == cpu || task_ctx,
+            Loc::ActiveLocklessPtWalkMm(_) | Loc::PageTable { .. } => task_ctx,
+            _ => true,
+        }
+    }
+
     /// This location with its CPU ids renamed by `f`.
     pub fn renamed(self, f: impl Fn(CpuId) -> CpuId) -> Loc {
         match self {
@@ -620,12 +655,14 @@ pub fn store(w: &mut World, cpu: CpuId, loc: Loc, val: u64, fx: &mut Effects) {
     }
     fx.label(Label::StoreBuffered { loc, val });
     if let Some(old) = w.membufs[cpu as usize].push(loc, val) {
-        write_mem(w, old.loc, old.val);
+        publish(w, cpu, old.loc, old.val);
     }
 }
 
 /// `cpu` loads `loc`: its own newest buffered store, else memory. Labels
 /// the read when another CPU still holds a store to `loc` in its buffer.
+/// For the x86 paths (TSO: a load never returns an older value than
+/// memory holds); the arm64, RISC-V and generic paths use [`read_once`].
 #[inline]
 pub fn load(w: &World, cpu: CpuId, loc: Loc, fx: &mut Effects) -> u64 {
     if !fx.tracing && w.membufs[cpu as usize].is_empty() {
@@ -654,6 +691,54 @@ fn load_buffered(w: &World, cpu: CpuId, loc: Loc, fx: &mut Effects) -> u64 {
     read_mem(w, loc)
 }
 
+/// include/asm-generic/rwonce.h: `READ_ONCE`: a plain load of `loc` by
+/// `cpu`: [`load`], but under the weak model (arm64, RISC-V) it may return
+/// an older message that `cpu`'s views still allow ([`crate::hw::weak_mem`]:
+/// the driver picks which, [`Effects::picks`]).
+#[inline]
+pub fn read_once(w: &mut World, cpu: CpuId, loc: Loc, fx: &mut Effects) -> u64 {
+    if w.weak.is_empty() || w.membufs[cpu as usize].forward(loc).is_some() {
+        return load(w, cpu, loc, fx);
+    }
+    read_weak(w, cpu, loc, fx)
+}
+
+/// [`read_once`] when some location has old messages.
+#[inline(never)]
+fn read_weak(w: &mut World, cpu: CpuId, loc: Loc, fx: &mut Effects) -> u64 {
+    let choices = w.weak.choices(cpu, loc);
+    if choices.is_empty() {
+        return load(w, cpu, loc, fx);
+    }
+    let k = if choices.len() > 1 {
+        fx.picks.pick(choices.len())
+    } else {
+        0
+    };
+    let (t, val) = choices[k];
+    w.weak.read(cpu, loc, t);
+    let newest = load(w, cpu, loc, fx);
+    if k == 0 {
+        // The newest message: memory (the fields hold the newest value).
+        return newest;
+    }
+    fx.label(Label::ReadStale { loc, val, newest });
+    val
+}
+
+/// `cpu`'s store of `val` to `loc` reaches memory (a drain, a barrier, a
+/// full buffer's spill, or an SC store): under the weak model it is also a
+/// new message of the view machine, which older values stay readable
+/// behind ([`crate::hw::weak_mem`]).
+fn publish(w: &mut World, cpu: CpuId, loc: Loc, val: u64) {
+    if w.cfg.memory_model == MemoryModel::Weak && loc.read_may_be_stale() {
+        let old = read_mem(w, loc);
+        let (arch, n) = (w.cfg.arch, w.cpus.len());
+        w.weak.write(cpu, loc, old, val, arch, n);
+    }
+    write_mem(w, loc, val);
+}
+
 /// `cpu` executes barrier `name` (or an unnamed one when `None`: a locked
 /// instruction or a serializing one that no patch would remove). A
 /// dropped barrier does nothing.
@@ -670,6 +755,22 @@ pub fn barrier(
             return;
         }
     }
+    drain_for_barrier(w, cpu, name, order, fx);
+    if !w.weak.is_empty() {
+        // Later loads wait for the accesses before the barrier (the
+        // drained stores among them).
+        w.weak.barrier(cpu, crate::hw::weak_mem::barrier_of(order));
+    }
+}
+
+/// The store-buffer half of [`barrier`]: drain (or order) `cpu`'s buffer.
+fn drain_for_barrier(
+    w: &mut World,
+    cpu: CpuId,
+    name: Option<&'static str>,
+    order: Order,
+    fx: &mut Effects,
+) {
     if w.membufs[cpu as usize].is_empty() {
         // Nothing to drain or order (the simulator, SC): a dsb(nsh) is
         // still shown, as below.
@@ -692,7 +793,7 @@ pub fn barrier(
         });
     }
     for e in drained {
-        write_mem(w, e.loc, e.val);
+        publish(w, cpu, e.loc, e.val);
     }
 }
 
@@ -713,7 +814,7 @@ pub fn drain(w: &mut World, cpu: CpuId, slot: usize, fx: &mut Effects) {
         loc: e.loc,
         val: e.val,
     });
-    write_mem(w, e.loc, e.val);
+    publish(w, cpu, e.loc, e.val);
 }
 
 /// A buffered value as the kernel would name it.
@@ -763,7 +864,7 @@ pub fn pte_store_for_walkers(
     };
     fx.label(Label::StoreBuffered { loc, val: old });
     if let Some(spill) = w.membufs[cpu as usize].push(loc, old) {
-        write_mem(w, spill.loc, spill.val);
+        publish(w, cpu, spill.loc, spill.val);
     }
 }
 

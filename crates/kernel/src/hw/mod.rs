@@ -6,4 +6,5 @@ pub mod memory_model;
 pub mod mmu;
 pub mod psc_index;
 pub mod vmsa;
+pub mod weak_mem;
 pub mod wmm;

@@ -96,8 +96,8 @@ impl Msg {
 /// Memory: the initial values and the messages in timestamp order.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Memory {
-    init: Vec<i64>,
-    msgs: Vec<Msg>,
+    pub(crate) init: Vec<i64>,
+    pub(crate) msgs: Vec<Msg>,
 }
 
 impl Memory {
@@ -195,13 +195,13 @@ impl Barrier {
 
 /// A thread's own newest write of a location (store forwarding).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-struct Fwd {
+pub(crate) struct Fwd {
     /// Its timestamp (0: none).
-    time: View,
+    pub(crate) time: View,
     /// Its address and data dependencies' view.
-    view: View,
+    pub(crate) view: View,
     /// Written by an atomic read-modify-write.
-    atomic: bool,
+    pub(crate) atomic: bool,
 }
 
 /// A CPU's views: how far into memory its later accesses must be.
@@ -221,7 +221,7 @@ pub struct ThreadView {
     pub(crate) vcap: View,
     /// The newest release write (an RCsc acquire waits for it).
     pub(crate) vrel: View,
-    fwd: Vec<Fwd>,
+    pub(crate) fwd: Vec<Fwd>,
     /// RVWMO: per location, the last read since this thread's last write
     /// of it (timestamp read, post-view).
     pub(crate) last_read: Vec<Option<(View, View)>>,

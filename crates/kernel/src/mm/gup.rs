@@ -264,7 +264,7 @@ fn publish(w: &mut World, cpu: CpuId, val: u64, fx: &mut Effects) {
 /// The walk's read of the PMD of `va`: with step 2 a load through the
 /// checker's memory model (the collapser's clear may still be buffered).
 fn gup_read_pmd(
-    w: &World,
+    w: &mut World,
     cpu: CpuId,
     mm: crate::MmId,
     va: u64,
@@ -278,10 +278,10 @@ fn gup_read_pmd(
 }
 
 /// `pmdp_get_lockless(pmdp)` through the walker's pointer into `table`.
-fn read_pmd_entry(w: &World, cpu: CpuId, table: Pfn, va: u64, fx: &mut Effects) -> u64 {
+fn read_pmd_entry(w: &mut World, cpu: CpuId, table: Pfn, va: u64, fx: &mut Effects) -> u64 {
     let index = table_index(va, 2);
     if w.cfg.mm.targeted_table_sync {
-        mo::load(w, cpu, Loc::PageTable { table, index }, fx)
+        mo::read_once(w, cpu, Loc::PageTable { table, index }, fx)
     } else {
         w.mem.read(table, index).unwrap_or(0)
     }

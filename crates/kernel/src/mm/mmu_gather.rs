@@ -468,7 +468,7 @@ pub fn tlb_remove_table_sync_mm(w: &mut World, cpu: CpuId, mm: MmId, fx: &mut Ef
     fx.cost(Cost::CacheLineConcurrent, n.saturating_sub(2) as u32);
     let mut mask = machine::CpuMask::new(n);
     for c in (0..n as CpuId).filter(|&c| c != cpu) {
-        if mo::load(w, cpu, Loc::ActiveLocklessPtWalkMm(c), fx) == mm as u64 + 1 {
+        if mo::read_once(w, cpu, Loc::ActiveLocklessPtWalkMm(c), fx) == mm as u64 + 1 {
             mask.set(c);
         }
         w.cpus[c as usize].walk_line_shared = true;

@@ -91,8 +91,12 @@ pub fn preempt(w: &mut World, cpu: CpuId, fx: &mut Effects) {
 /// this CPU's runqueue, or go idle. A task without an mm (kernel thread, idle)
 /// gets `enter_lazy_tlb`; a user task gets `switch_mm` (x86: `switch_mm_irqs_off`).
 pub fn schedule(w: &mut World, cpu: CpuId, fx: &mut Effects) {
-    // __schedule: clear_tsk_need_resched(prev); the head of the runqueue
-    // (a woken real-time task is put there) runs next.
+    // __schedule: rq_lock(); smp_mb__after_spinlock(), a full barrier
+    // on every architecture (a locked op on x86, smp_mb() on arm64,
+    // fence rw,rw on RISC-V).
+    crate::hw::memory_model::barrier(w, cpu, None, crate::hw::memory_model::Order::Full, fx);
+    // clear_tsk_need_resched(prev); the head of the runqueue (a woken
+    // real-time task is put there) runs next.
     w.cpus[cpu as usize].need_resched = false;
     let next = w.cpus[cpu as usize].rq.pop_front();
     fx.cost(Cost::ContextSwitch, 1);

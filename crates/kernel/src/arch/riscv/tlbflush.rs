@@ -199,8 +199,8 @@ pub fn __ipi_flush_tlb_range_asid(
 ) {
     fx.cost(Cost::FlushTlbFuncFixed, 1);
     local_flush_tlb_range_asid(w, cpu, d, fx);
-    if mo::load(w, cpu, Loc::NeedTlbFlush(cpu), fx) != 0 {
-        let asid = mo::load(w, cpu, Loc::LoadedAsid(cpu), fx) as u16;
+    if mo::read_once(w, cpu, Loc::NeedTlbFlush(cpu), fx) != 0 {
+        let asid = mo::read_once(w, cpu, Loc::LoadedAsid(cpu), fx) as u16;
         local_tlb_flush_queue_drain(w, cpu, asid, fx);
     }
 }
@@ -312,7 +312,7 @@ impl FlushTlbRange {
             Pc::Enqueue => {
                 for t in self.cmask.iter().filter(|&t| t != cpu) {
                     fx.read(crate::world::layout::cpu_tlbstate(t));
-                    if mo::load(w, cpu, Loc::LoadedAsid(t), fx) as u32 == self.d.asid {
+                    if mo::read_once(w, cpu, Loc::LoadedAsid(t), fx) as u32 == self.d.asid {
                         count_kept(w, t, self.mm);
                     } else if enqueue(w, cpu, t, self.d, fx) {
                         self.deferred.set(t);
@@ -327,7 +327,7 @@ impl FlushTlbRange {
             Pc::CheckLoaded => {
                 for t in self.deferred.iter() {
                     fx.read(crate::world::layout::cpu_tlbstate(t));
-                    if mo::load(w, cpu, Loc::LoadedAsid(t), fx) as u32 != self.d.asid {
+                    if mo::read_once(w, cpu, Loc::LoadedAsid(t), fx) as u32 != self.d.asid {
                         self.cmask.clear(t);
                         w.counters.deferred_flushes += 1;
                     } else {
@@ -348,7 +348,7 @@ impl FlushTlbRange {
             Pc::ReadLoadedFirst => {
                 for t in self.cmask.iter().filter(|&t| t != cpu) {
                     fx.read(crate::world::layout::cpu_tlbstate(t));
-                    if mo::load(w, cpu, Loc::LoadedAsid(t), fx) as u32 != self.d.asid {
+                    if mo::read_once(w, cpu, Loc::LoadedAsid(t), fx) as u32 != self.d.asid {
                         self.deferred.set(t);
                     }
                 }
@@ -474,7 +474,7 @@ fn sbi_remote_sfence_vma_asid(
 /// whatever its ASID (the flush is deferred "to the next context switch").
 pub fn local_tlb_flush_queue_drain(w: &mut World, cpu: CpuId, asid: u16, fx: &mut Effects) {
     let c = cpu as usize;
-    if mo::load(w, cpu, Loc::NeedTlbFlush(cpu), fx) == 0 {
+    if mo::read_once(w, cpu, Loc::NeedTlbFlush(cpu), fx) == 0 {
         return;
     }
     // Cleared under the queue lock with the entries taken (not buffered):

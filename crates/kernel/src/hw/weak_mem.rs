@@ -1,0 +1,471 @@
+//! The checker's arm64 and RISC-V shared memory on the view machine
+//! ([`crate::hw::wmm`]): which message a load of a modelled location may
+//! return.
+//!
+//! The kernel paths keep their store buffers ([`crate::hw::memory_model`]):
+//! a store waits in its CPU's buffer and drains out of order across
+//! locations (store->store reordering), and barriers drain it. What a
+//! drained store becomes is a *message* of [`wmm::Memory`], and every CPU
+//! keeps a [`wmm::ThreadView`]: a load may return any message of its
+//! location that is not overwritten at its view (Promising-ARM/RISC-V's
+//! read rule, `read_mem` of `UMPromising.v`, with RVWMO's same-address
+//! rule), so a CPU may read an older value than another CPU already wrote
+//! (load->load and store->load reordering), until a barrier, or its own
+//! read or write of the location, raises its view. The store buffer gives
+//! the writer's side what promises give in Promising; load->store
+//! reordering (the LB shape) is not explored (docs/checker.md).
+//!
+//! Machine state only: locations are the kernel's [`Loc`]s, interned in
+//! sorted order; CPUs are thread ids. Only locations with an old message
+//! some CPU may still read are kept: [`WeakMem::gc`] folds the rest back
+//! into plain memory (the world's fields), and renumbers timestamps by
+//! rank, so two worlds that allow the same reads hash alike.
+
+use crate::hw::memory_model::Loc;
+use crate::hw::wmm::{self, Barrier, Fwd, LocId, Memory, Read, ReadKind, ThreadView, View};
+use machine::scenario::Arch;
+use machine::CpuId;
+
+/// Messages and views of the locations some CPU may read stale.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct WeakMem {
+    /// Interned locations, sorted ([`LocId`] = index).
+    locs: Vec<Loc>,
+    mem: Memory,
+    /// One per CPU; empty while no location is interned.
+    views: Vec<ThreadView>,
+}
+
+impl Default for WeakMem {
+    fn default() -> Self {
+        WeakMem {
+            locs: Vec::new(),
+            mem: Memory::new(Vec::new()),
+            views: Vec::new(),
+        }
+    }
+}
+
+/// A load's possible results: (timestamp, value), newest first.
+pub type Choices = Vec<(View, u64)>;
+
+impl WeakMem {
+    /// No location has a message beside its current value.
+    pub fn is_empty(&self) -> bool {
+        self.locs.is_empty()
+    }
+
+    /// The locations held (sorted).
+    pub fn locs(&self) -> &[Loc] {
+        &self.locs
+    }
+
+    fn id(&self, loc: Loc) -> Option<LocId> {
+        self.locs.binary_search(&loc).ok()
+    }
+
+    /// Intern `loc`, whose current (initial) value is `cur`.
+    fn intern(&mut self, loc: Loc, cur: u64, arch: Arch, cpus: usize) -> LocId {
+        let at = match self.locs.binary_search(&loc) {
+            Ok(i) => return i,
+            Err(i) => i,
+        };
+        if self.views.is_empty() {
+            self.views = (0..cpus).map(|_| ThreadView::new(arch, 0)).collect();
+        }
+        self.locs.insert(at, loc);
+        self.mem.init.insert(at, cur as i64);
+        for m in &mut self.mem.msgs {
+            if m.loc >= at {
+                m.loc += 1;
+            }
+        }
+        for tv in &mut self.views {
+            tv.coh.insert(at, 0);
+            tv.fwd.insert(at, Fwd::default());
+            tv.last_read.insert(at, None);
+            tv.walks.insert(at, 0);
+        }
+        at
+    }
+
+    /// `cpu`'s store of `val` to `loc` (whose value was `old`) reaches
+    /// memory: a new message, the newest of `loc`.
+    pub fn write(&mut self, cpu: CpuId, loc: Loc, old: u64, val: u64, arch: Arch, cpus: usize) {
+        let id = self.intern(loc, old, arch, cpus);
+        let w = wmm::Write {
+            loc: id,
+            val: val as i64,
+            vaddr: 0,
+            vdata: 0,
+            release: false,
+            release_sc: false,
+            atomic_read: None,
+        };
+        let tv = &mut self.views[cpu as usize];
+        wmm::write(tv, &mut self.mem, cpu as usize, &w).expect("no promises: a write appends");
+    }
+
+    /// What a plain load (`READ_ONCE`) of `loc` by `cpu` may return, newest
+    /// first; empty when `loc` has no old message (the load reads memory).
+    pub fn choices(&self, cpu: CpuId, loc: Loc) -> Choices {
+        let Some(id) = self.id(loc) else {
+            return Vec::new();
+        };
+        let r = plain(id);
+        let mut out: Choices = wmm::read_choices(&self.views[cpu as usize], &self.mem, &r)
+            .into_iter()
+            .map(|t| (t, self.mem.val(id, t) as u64))
+            .collect();
+        out.reverse();
+        out
+    }
+
+    /// `cpu` loads `loc` and gets the message at `t` (one of
+    /// [`WeakMem::choices`]): its views rise.
+    pub fn read(&mut self, cpu: CpuId, loc: Loc, t: View) {
+        let id = self.id(loc).expect("a location with choices is interned");
+        wmm::read_at(&mut self.views[cpu as usize], &self.mem, &plain(id), t);
+    }
+
+    /// Is `t` the newest message of `loc`?
+    pub fn is_newest(&self, loc: Loc, t: View) -> bool {
+        let id = self.id(loc).expect("interned");
+        self.newest(id) == t
+    }
+
+    fn newest(&self, id: LocId) -> View {
+        self.mem
+            .msgs
+            .iter()
+            .rposition(|m| m.writes(id))
+            .map_or(0, |i| i as View + 1)
+    }
+
+    /// `cpu` executes barrier `b` (after its store buffer drained).
+    pub fn barrier(&mut self, cpu: CpuId, b: Barrier) {
+        if let Some(tv) = self.views.get_mut(cpu as usize) {
+            wmm::barrier(tv, b);
+        }
+    }
+
+    /// May `cpu` read an older value than memory holds of some location?
+    pub fn stale_for(&self, cpu: CpuId) -> bool {
+        (0..self.locs.len()).any(|id| self.floor(cpu as usize, id) < self.newest(id))
+    }
+
+    /// The oldest message of `id` that `cpu` may read.
+    fn floor(&self, cpu: usize, id: LocId) -> View {
+        let tv = &self.views[cpu];
+        let v = tv.coh[id].max(tv.vfr);
+        self.mem.readable(id, v)[0]
+    }
+
+    /// Drop what no CPU can read any more: a location's messages older
+    /// than the floor of every CPU that may still load it (`task_ctx[c]`:
+    /// CPU `c` still runs tasks, [`Loc::may_load`]); the oldest message
+    /// left becomes its initial value; a location left without messages
+    /// leaves the tables; the timestamps are renumbered by rank.
+    pub fn gc(&mut self, task_ctx: &[bool]) {
+        if self.locs.is_empty() {
+            return;
+        }
+        // A CPU that will not load a location reads memory if it ever
+        // does: its floor moves to the newest message.
+        for id in 0..self.locs.len() {
+            let newest = self.newest(id);
+            for (c, tv) in self.views.iter_mut().enumerate() {
+                if !self.locs[id].may_load(c as CpuId, task_ctx[c]) {
+                    tv.coh[id] = tv.coh[id].max(newest);
+                }
+            }
+        }
+        let n = self.mem.msgs.len();
+        // keep[t]: message t (1-based) stays.
+        let mut keep = vec![false; n + 1];
+        let mut first = vec![View::MAX; self.locs.len()];
+        for (id, f) in first.iter_mut().enumerate() {
+            for c in 0..self.views.len() {
+                *f = (*f).min(self.floor(c, id));
+            }
+        }
+        for (i, m) in self.mem.msgs.iter().enumerate() {
+            let t = i as View + 1;
+            let f = first[m.loc];
+            // The oldest readable message becomes the initial value.
+            if t == f {
+                self.mem.init[m.loc] = m.val;
+            }
+            keep[t as usize] = t > f;
+        }
+        self.compact(&keep);
+        self.drop_quiet_locs();
+        if self.locs.is_empty() {
+            *self = WeakMem::default();
+        }
+    }
+
+    /// Remove the messages not in `keep`, renumbering every view by rank.
+    fn compact(&mut self, keep: &[bool]) {
+        if keep.iter().skip(1).all(|&k| k) {
+            return;
+        }
+        // rank[v]: kept messages at or before v.
+        let mut rank = vec![0 as View; keep.len()];
+        for t in 1..keep.len() {
+            rank[t] = rank[t - 1] + keep[t] as View;
+        }
+        let r = |v: View| rank[(v as usize).min(keep.len() - 1)];
+        let kept = |t: View| keep.get(t as usize).copied().unwrap_or(false);
+        for tv in &mut self.views {
+            for v in [
+                &mut tv.vrd,
+                &mut tv.vwr,
+                &mut tv.vfr,
+                &mut tv.vfw,
+                &mut tv.vcap,
+                &mut tv.vrel,
+                &mut tv.vdsb,
+                &mut tv.vcse,
+                &mut tv.vtlbi,
+                &mut tv.vimp,
+                &mut tv.vctrl,
+            ] {
+                *v = r(*v);
+            }
+            for c in &mut tv.coh {
+                *c = r(*c);
+            }
+            for f in &mut tv.fwd {
+                f.time = if kept(f.time) { r(f.time) } else { 0 };
+                f.view = r(f.view);
+            }
+            for lr in tv.last_read.iter_mut().flatten() {
+                // A folded or dropped message is the location's initial
+                // value now (timestamp 0).
+                lr.0 = if kept(lr.0) { r(lr.0) } else { 0 };
+                lr.1 = r(lr.1);
+            }
+        }
+        let msgs = std::mem::take(&mut self.mem.msgs);
+        self.mem.msgs = msgs
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| keep[i + 1])
+            .map(|(_, m)| m)
+            .collect();
+    }
+
+    /// Remove the locations without messages: every CPU reads memory.
+    fn drop_quiet_locs(&mut self) {
+        let mut id = 0;
+        while id < self.locs.len() {
+            if self.mem.msgs.iter().any(|m| m.writes(id)) {
+                id += 1;
+                continue;
+            }
+            self.locs.remove(id);
+            self.mem.init.remove(id);
+            for m in &mut self.mem.msgs {
+                if m.loc > id {
+                    m.loc -= 1;
+                }
+            }
+            for tv in &mut self.views {
+                tv.coh.remove(id);
+                tv.fwd.remove(id);
+                tv.last_read.remove(id);
+                tv.walks.remove(id);
+            }
+        }
+    }
+
+    /// These tables with CPU `c` renamed `perm[c]` (views reordered,
+    /// locations and writers renamed), re-sorted.
+    pub fn renamed(&self, perm: &[CpuId]) -> WeakMem {
+        if self.locs.is_empty() {
+            return self.clone();
+        }
+        let f = |c: CpuId| perm[c as usize];
+        let new_locs: Vec<Loc> = self.locs.iter().map(|l| l.renamed(f)).collect();
+        let mut order: Vec<LocId> = (0..self.locs.len()).collect();
+        order.sort_by_key(|&i| new_locs[i]);
+        // old id -> new id
+        let mut to = vec![0; order.len()];
+        for (new, &old) in order.iter().enumerate() {
+            to[old] = new;
+        }
+        let mut views = self.views.clone();
+        for (c, tv) in self.views.iter().enumerate() {
+            let mut n = tv.clone();
+            n.coh = order.iter().map(|&o| tv.coh[o]).collect();
+            n.fwd = order.iter().map(|&o| tv.fwd[o]).collect();
+            n.last_read = order.iter().map(|&o| tv.last_read[o]).collect();
+            n.walks = order.iter().map(|&o| tv.walks[o]).collect();
+            views[perm[c] as usize] = n;
+        }
+        let mut mem = self.mem.clone();
+        mem.init = order.iter().map(|&o| self.mem.init[o]).collect();
+        for m in &mut mem.msgs {
+            m.loc = to[m.loc];
+            m.tid = perm[m.tid] as usize;
+        }
+        WeakMem {
+            locs: order.iter().map(|&o| new_locs[o]).collect(),
+            mem,
+            views,
+        }
+    }
+
+    /// The value of message `t` of `loc`, for a label.
+    pub fn value(&self, loc: Loc, t: View) -> Option<u64> {
+        self.id(loc).map(|id| self.mem.val(id, t) as u64)
+    }
+}
+
+fn plain(loc: LocId) -> Read {
+    Read {
+        loc,
+        vaddr: 0,
+        kind: ReadKind::Plain,
+        noret: false,
+    }
+}
+
+/// The view machine's barrier for a kernel barrier kind.
+pub fn barrier_of(order: crate::hw::memory_model::Order) -> Barrier {
+    use crate::hw::memory_model::Order;
+    match order {
+        // smp_mb(), dmb ish, fence rw,rw, dsb(ish); dsb(nsh) orders every
+        // access of this CPU too.
+        Order::Full | Order::NonShareable => Barrier::FULL,
+        // smp_wmb(), dmb ishst, fence w,w.
+        Order::StoreStore => Barrier {
+            pred_r: false,
+            pred_w: true,
+            succ_r: false,
+            succ_w: true,
+        },
+        // smp_rmb(): dmb ishld (r -> rw) on arm64, fence r,r on RISC-V;
+        // later writes are appended after the reads anyway.
+        Order::LoadLoad => Barrier {
+            pred_r: true,
+            pred_w: false,
+            succ_r: true,
+            succ_w: true,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hw::memory_model::Order;
+
+    const X: Loc = Loc::Var(0);
+    const Y: Loc = Loc::Var(1);
+    const ARM: Arch = Arch::Arm64;
+
+    fn vals(w: &WeakMem, cpu: CpuId, l: Loc) -> Vec<u64> {
+        w.choices(cpu, l).iter().map(|c| c.1).collect()
+    }
+
+    #[test]
+    fn a_load_may_return_an_older_message_until_a_barrier_orders_it() {
+        // MP with the writer's stores in order in memory: x=1 then y=1.
+        let mut w = WeakMem::default();
+        w.write(0, X, 0, 1, ARM, 2);
+        w.write(0, Y, 0, 1, ARM, 2);
+        // CPU1 reads y=1 (the newest, listed first) ...
+        assert_eq!(vals(&w, 1, Y), vec![1, 0]);
+        let t = w.choices(1, Y)[0].0;
+        w.read(1, Y, t);
+        // ... and may still read the old x without a barrier,
+        assert_eq!(vals(&w, 1, X), vec![1, 0]);
+        // but not after dmb ishld / fence r,r.
+        let mut b = w.clone();
+        b.barrier(1, barrier_of(Order::LoadLoad));
+        assert_eq!(vals(&b, 1, X), vec![1]);
+        // The writer reads its own newest write only.
+        assert_eq!(vals(&w, 0, X), vec![1]);
+    }
+
+    #[test]
+    fn a_full_barrier_after_a_store_orders_later_loads_after_it() {
+        // SB: x=1; fence; r=y || y=1; fence; r=x: not both old.
+        let mut w = WeakMem::default();
+        w.write(0, X, 0, 1, ARM, 2);
+        w.barrier(0, barrier_of(Order::Full));
+        // CPU0 reads y: only the initial value exists, no choice.
+        assert!(w.choices(0, Y).is_empty());
+        w.write(1, Y, 0, 1, ARM, 2);
+        w.barrier(1, barrier_of(Order::Full));
+        // CPU1's fence orders its load of x after x=1 (older in memory).
+        assert_eq!(vals(&w, 1, X), vec![1]);
+        // Without CPU1's fence it could read the old x.
+        let mut n = WeakMem::default();
+        n.write(0, X, 0, 1, ARM, 2);
+        n.write(1, Y, 0, 1, ARM, 2);
+        assert_eq!(vals(&n, 1, X), vec![1, 0]);
+        // smp_wmb orders no later load.
+        n.barrier(1, barrier_of(Order::StoreStore));
+        assert_eq!(vals(&n, 1, X), vec![1, 0]);
+    }
+
+    #[test]
+    fn gc_forgets_what_no_cpu_can_read_and_renumbers() {
+        let mut w = WeakMem::default();
+        w.write(0, X, 0, 1, ARM, 2);
+        w.write(0, X, 1, 2, ARM, 2);
+        w.gc(&[true, true]);
+        // CPU1 may read any of the three values of x.
+        assert_eq!(vals(&w, 1, X), vec![2, 1, 0]);
+        let t = w.choices(1, X)[1].0;
+        w.read(1, X, t);
+        w.gc(&[true, true]);
+        // The initial value is gone; 1 is now x's oldest readable value.
+        assert_eq!(vals(&w, 1, X), vec![2, 1]);
+        let t = w.choices(1, X)[0].0;
+        w.read(1, X, t);
+        w.gc(&[true, true]);
+        assert!(w.is_empty(), "everyone reads memory again: {w:?}");
+        assert_eq!(w, WeakMem::default());
+    }
+
+    #[test]
+    fn a_cpu_that_never_loads_a_location_keeps_no_message_alive() {
+        // need_tlb_flush(1) is read by hart 1 only.
+        let l = Loc::NeedTlbFlush(1);
+        let mut w = WeakMem::default();
+        w.write(0, l, 0, 1, Arch::Riscv, 2);
+        w.gc(&[true, true]);
+        assert_eq!(vals(&w, 1, l), vec![1, 0]);
+        let t = w.choices(1, l)[0].0;
+        w.read(1, l, t);
+        w.gc(&[true, true]);
+        assert!(w.is_empty());
+        // Another hart's loaded_asid: kept for a CPU with tasks, not for
+        // one whose tasks all exited.
+        let l = Loc::LoadedAsid(1);
+        let mut w = WeakMem::default();
+        w.write(1, l, 0, 2, Arch::Riscv, 2);
+        w.gc(&[true, true]);
+        assert!(!w.is_empty());
+        w.gc(&[false, true]);
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn renaming_cpus_moves_views_and_locations() {
+        let mut w = WeakMem::default();
+        w.write(0, Loc::LoadedAsid(0), 0, 3, Arch::Riscv, 2);
+        w.write(1, Loc::NeedTlbFlush(0), 0, 1, Arch::Riscv, 2);
+        let swap = [1, 0];
+        let r = w.renamed(&swap);
+        assert_eq!(r.locs(), &[Loc::LoadedAsid(1), Loc::NeedTlbFlush(1)]);
+        // CPU1 (was CPU0) wrote loaded_asid: it reads only its own write.
+        assert_eq!(vals(&r, 1, Loc::LoadedAsid(1)), vec![3]);
+        assert_eq!(vals(&r, 0, Loc::LoadedAsid(1)), vec![3, 0]);
+        assert_eq!(r.renamed(&swap), w);
+    }
+}
