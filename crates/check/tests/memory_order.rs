@@ -137,8 +137,10 @@ fn riscv_seed_fences_are_the_store_buffering_shape() {
 }
 
 /// arm64 under the weak model: with every barrier the TLBIs complete at
-/// their DSB in the step that issued them (no state added to the seed's
-/// checks); without the dsb(ishst) the printed counterexample shows the
+/// their DSB in the step that issued them (the seed's checks explore more
+/// states than SC only through the ASID allocator's relaxed fast-path
+/// reads of the two CPUs' first switches); without the dsb(ishst) the
+/// printed counterexample shows the
 /// TLBI completing before the PTE store and a walker reading past it;
 /// a broadcast TLBI is not completed by a dsb(nsh).
 #[test]
@@ -147,9 +149,19 @@ fn arm64_tlbis_are_in_flight_until_their_dsb() {
     let run = |n: &str, m| explore(&build_with(find(n), &[], m).unwrap(), Bounds::default());
     for name in ["arm64_wp_reuse_broadcast", "arm64_wp_reuse_local_seed"] {
         let (weak, sc) = (run(name, None), run(name, Some(MemoryModel::Sc)));
+        assert_eq!((weak.verdict, sc.verdict), ("safe", "safe"), "{name}");
+        assert!(weak.states > sc.states, "{name}");
+        // Without the allocator's messages (one CPU switching) the TLBIs
+        // add nothing: the weak model equals SC.
+        let one = |m| {
+            explore(
+                &build_with(find(name), &["machine.cpus=1".into()], m).unwrap(),
+                Bounds::default(),
+            )
+        };
         assert_eq!(
-            (weak.verdict, weak.states),
-            (sc.verdict, sc.states),
+            one(None).states,
+            one(Some(MemoryModel::Sc)).states,
             "{name}"
         );
     }
@@ -198,4 +210,34 @@ fn arm64_tlbis_are_in_flight_until_their_dsb() {
         run("unsafe_arm64_broadcast_dsb_nsh", Some(MemoryModel::Sc)).verdict,
         "safe"
     );
+}
+
+/// arm64 `check_and_switch_context`: the fast path's relaxed reads may
+/// return older values (another CPU's rollover zeroed `active_asids` and
+/// moved the generation on); its `cmpxchg` against the value read is what
+/// sends it to the slow path then. Without it (a blind store) Arm's model
+/// reaches a reused ASID over stale entries (I5) through such a read; SC
+/// cannot (the fast path would need B's new-generation id and CPU1's
+/// pre-rollover `active_asids` at once).
+#[test]
+fn arm64_asid_fast_path_needs_its_cmpxchg_under_arms_model() {
+    let find = |n: &str| CATALOGUE.iter().find(|c| c.name == n).unwrap();
+    let run = |n: &str, m| explore(&build_with(find(n), &[], m).unwrap(), Bounds::default());
+    for m in [None, Some(MemoryModel::Sc)] {
+        assert_eq!(run("arm64_asid_fastpath_vs_rollover", m).verdict, "safe");
+    }
+    let o = run("unsafe_arm64_asid_fastpath_blind_store", None);
+    assert_eq!(o.verdict, "unsafe");
+    let text = o.counterexample.join("\n");
+    assert!(text.contains("violation I5"), "{text}");
+    assert!(text.contains("ASID rollover"), "{text}");
+    assert!(
+        text.contains("active_asids = ") && text.contains("although 0 is already in memory"),
+        "the stale fast-path read is shown: {text}"
+    );
+    let sc = run(
+        "unsafe_arm64_asid_fastpath_blind_store",
+        Some(MemoryModel::Sc),
+    );
+    assert_eq!(sc.verdict, "safe");
 }

@@ -129,7 +129,8 @@ impl Renaming<'_> {
             | Frame::Vfree(_)
             | Frame::SwitchMmIrqsOff(_)
             | Frame::TlbRemoveTableOne(_)
-            | Frame::Arm64Dsb(_) => {}
+            | Frame::Arm64Dsb(_)
+            | Frame::Arm64CheckAndSwitchContext(_) => {}
         }
         f
     }

@@ -102,6 +102,8 @@ pub enum Frame {
     SwitchMmIrqsOff(crate::arch::x86::tlb::SwitchMmIrqsOff),
     /// arm64: a DSB run in the step after its TLBIs (checker only).
     Arm64Dsb(crate::arch::arm64::tlbflush::Dsb),
+    /// arm64 `check_and_switch_context` after its fast-path reads (checker only).
+    Arm64CheckAndSwitchContext(crate::arch::arm64::context::CheckAndSwitchContext),
     /// x86 `flush_tlb_kernel_range`.
     FlushTlbKernelRange(crate::arch::x86::tlb_kernel::FlushTlbKernelRange),
     /// x86 `arch_tlbbatch_flush`.
@@ -147,6 +149,7 @@ impl Frame {
             Frame::Vfree(f) => f.step(w, cpu, task, fx),
             Frame::SwitchMmIrqsOff(f) => f.step(w, cpu, fx),
             Frame::Arm64Dsb(f) => f.step(w, cpu, fx),
+            Frame::Arm64CheckAndSwitchContext(f) => f.step(w, cpu, fx),
             Frame::FlushTlbKernelRange(f) => f.step(w, cpu, task, fx),
             Frame::ArchTlbbatchFlush(f) => f.step(w, cpu, task, fx),
             Frame::TlbRemoveTableOne(f) => f.step(w, cpu, task, fx),

@@ -270,6 +270,12 @@ pub struct InjectCfg {
     /// flush its TLB (`tlb_flush_pending` taken but ignored), so a reused
     /// ASID can hit another mm's stale translations (invariant 5).
     pub skip_rollover_flush: bool,
+    /// arm64: `check_and_switch_context`'s fast path stores the mm's ASID
+    /// into `active_asids` blindly instead of `atomic64_cmpxchg_relaxed`
+    /// against the value it read: a concurrent rollover's zeroing is
+    /// overwritten, so the new generation neither reserves that ASID nor
+    /// makes this CPU flush (invariant 5; checker, split switch only).
+    pub asid_fastpath_blind_store: bool,
 }
 
 /// Generic mm switches.
@@ -563,6 +569,11 @@ impl Scenario {
                 "inject.skip_rollover_flush needs machine.arch=arm64 or riscv (x86 has no ASID generations)".into(),
             ));
         }
+        if self.inject.asid_fastpath_blind_store && self.machine.arch != Arch::Arm64 {
+            return Err(Error::Config(
+                "inject.asid_fastpath_blind_store needs machine.arch=arm64 (check_and_switch_context's fast path)".into(),
+            ));
+        }
         if self.inject.gup_fast_publish_late && !self.mm.targeted_table_sync {
             return Err(Error::Config(
                 "inject.gup_fast_publish_late needs mm.targeted_table_sync=true (nothing is published without it)".into(),
@@ -708,6 +719,11 @@ impl Scenario {
                 "inject.skip_rollover_flush",
                 "true | false",
                 "BUG (arm64, riscv): no TLB flush on the first switch after an ASID rollover",
+            ),
+            (
+                "inject.asid_fastpath_blind_store",
+                "true | false",
+                "BUG (arm64, checker): the ASID fast path stores active_asids without cmpxchg",
             ),
         ];
         v.extend_from_slice(X86Cfg::SWITCHES);

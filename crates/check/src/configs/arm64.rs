@@ -57,3 +57,33 @@ pub(super) fn asid_rollover(s: &Scenario) -> Result<World, Error> {
     }
     Ok(w)
 }
+
+/// arm64 `check_and_switch_context`'s lockless fast path against a
+/// rollover on the other CPU (2-bit ASIDs: 1..=3 usable). CPU1 switches
+/// between processes X and Y (after their first switch each has an ASID,
+/// so later switches take the fast path), then runs a thread of process B;
+/// CPU0 runs A and B, whose first switch finds no free ASID and rolls the
+/// generation over while CPU1 may be between its fast path's reads and
+/// its `cmpxchg`.
+pub(super) fn asid_fastpath_vs_rollover(s: &Scenario) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let read = UserOp::Touch {
+        addr: P,
+        write: false,
+    };
+    let mut mm = || -> Result<kernel::MmId, Error> {
+        let m = w.mm_alloc()?;
+        w.add_vma(m, P, PAGE_SIZE);
+        kernel::mm::memory::populate_range(&mut w, m, P, P + PAGE_SIZE)?;
+        Ok(m)
+    };
+    let (x, y, a, b) = (mm()?, mm()?, mm()?, mm()?);
+    let switcher = vec![read.clone(), UserOp::Yield, read.clone(), UserOp::Exit];
+    w.spawn(x, 1, switcher.clone(), true);
+    w.spawn(y, 1, switcher, true);
+    w.spawn(b, 1, vec![read.clone(), UserOp::Exit], true);
+    let once = vec![read.clone(), UserOp::Yield, UserOp::Exit];
+    w.spawn(a, 0, once.clone(), true);
+    w.spawn(b, 0, once, true);
+    Ok(w)
+}

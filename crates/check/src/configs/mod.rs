@@ -19,7 +19,7 @@ mod riscv;
 mod vmalloc;
 mod x86_flush;
 
-use arm64::{asid_rollover, wp_reuse_race};
+use arm64::{asid_fastpath_vs_rollover, asid_rollover, wp_reuse_race};
 use collapse::{
     collapse_vs_gup, collapse_vs_gup_global_asid, collapse_vs_pin, munmap_vs_gup, pageout_race,
     pt_reclaim_lazy, pt_reclaim_vs_gup,
@@ -509,6 +509,26 @@ pub const CATALOGUE: &[Config] = &[
         expect_safe: true,
         sym: &[],
         world: asid_rollover,
+    },
+    Config {
+        name: "arm64_asid_fastpath_vs_rollover",
+        about: "arm64: check_and_switch_context's fast path (relaxed reads, then cmpxchg of active_asids) on CPU1 against an ASID rollover on CPU0 (2-bit ASIDs): the cmpxchg either precedes flush_context's xchg (the ASID is reserved) or finds 0 and takes the slow path",
+        sets: &["machine.arch=arm64", "arm64.asid_bits=2"],
+        expect_safe: true,
+        sym: &[],
+        world: asid_fastpath_vs_rollover,
+    },
+    Config {
+        name: "unsafe_arm64_asid_fastpath_blind_store",
+        about: "arm64: the fast path stores active_asids without the cmpxchg: a concurrent rollover's zeroing is lost, the old ASID number is handed to another mm, and CPU1 runs it over the first mm's entries (I5)",
+        sets: &[
+            "machine.arch=arm64",
+            "arm64.asid_bits=2",
+            "inject.asid_fastpath_blind_store=true",
+        ],
+        expect_safe: false,
+        sym: &[],
+        world: asid_fastpath_vs_rollover,
     },
     Config {
         name: "unsafe_arm64_skip_rollover_flush",

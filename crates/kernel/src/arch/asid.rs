@@ -9,6 +9,7 @@
 //! its TLB may hold entries of ASIDs that are about to be handed to other mms.
 
 use crate::effects::{Effects, Label};
+use crate::hw::memory_model::{self as mo, Loc};
 use crate::world::World;
 use crate::{MmId, INIT_MM};
 use machine::{Cost, CpuId};
@@ -73,18 +74,24 @@ impl AsidAllocator {
 
 /// `flush_context`: start a new generation. Rebuild the map from the ASIDs in
 /// use on each CPU and make every CPU flush its TLB before its next switch.
-pub fn flush_context(w: &mut World, fx: &mut Effects) {
+/// Runs on `cpu` under `cpu_asid_lock`; each CPU's `active_asids` is taken
+/// with `atomic64_xchg_relaxed` (an atomic: it reads the newest value, so a
+/// concurrent fast path's `cmpxchg` either came first and is reserved here,
+/// or comes after and finds 0).
+pub fn flush_context(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     fx.cost(Cost::AsidRollover, 1);
     let a = &mut w.asids;
     a.map.iter_mut().for_each(|m| *m = 0);
     a.map[0] |= 1;
     a.rollovers += 1;
-    for c in w.cpus.iter_mut() {
-        let mut asid = std::mem::take(&mut c.asid.active);
+    for i in 0..w.cpus.len() {
+        let mut asid = mo::atomic_rmw(w, cpu, Loc::ActiveAsids(i as CpuId), |_| Some(0));
+        let c = &mut w.cpus[i];
         // A CPU that already rolled over once keeps its reserved ASID.
         if asid == 0 {
             asid = c.asid.reserved;
         }
+        let a = &mut w.asids;
         let i = (asid & ((1u64 << a.bits) - 1)) as u32;
         let (wd, b) = ((i / 64) as usize, i % 64);
         a.map[wd] |= 1 << b;
@@ -108,7 +115,8 @@ fn check_update_reserved_asid(w: &mut World, asid: u64, newasid: u64) -> bool {
 
 /// `new_context`: an ASID of the current generation for `mm`, keeping its
 /// old number if nobody took it, rolling the generation over if none is free.
-pub fn new_context(w: &mut World, mm: MmId, fx: &mut Effects) -> u64 {
+/// Runs on `cpu` under `cpu_asid_lock`.
+pub fn new_context(w: &mut World, cpu: CpuId, mm: MmId, fx: &mut Effects) -> u64 {
     let asid = w.mms[mm as usize].context_id;
     let generation = w.asids.generation;
     if asid != 0 {
@@ -127,10 +135,12 @@ pub fn new_context(w: &mut World, mm: MmId, fx: &mut Effects) -> u64 {
     let i = match w.asids.find_next_zero(w.asids.cur_idx) {
         Some(i) => i,
         None => {
-            // We're out of ASIDs: move to the next generation.
+            // We're out of ASIDs: move to the next generation
+            // (atomic64_add_return_relaxed(ASID_FIRST_VERSION, &asid_generation)).
             rollover = true;
-            w.asids.generation += 1 << w.asids.bits;
-            flush_context(w, fx);
+            let step = 1 << w.asids.bits;
+            mo::atomic_rmw(w, cpu, Loc::AsidGeneration, |g| Some(g + step));
+            flush_context(w, cpu, fx);
             w.asids
                 .find_next_zero(1)
                 .expect("flush_context leaves at least one ASID free")
@@ -147,29 +157,67 @@ pub fn new_context(w: &mut World, mm: MmId, fx: &mut Effects) -> u64 {
 }
 
 /// The fast and slow paths of `check_and_switch_context` (arm64) /
-/// `set_mm_asid` (RISC-V): make sure `mm` has an ASID of the current
-/// generation and record it as this CPU's active ASID; returns the hardware
-/// ASID and whether this CPU must flush its whole TLB first (a rollover
-/// happened since it last switched).
+/// `set_mm_asid` (RISC-V), in one step: make sure `mm` has an ASID of the
+/// current generation and record it as this CPU's active ASID; returns the
+/// hardware ASID and whether this CPU must flush its whole TLB first (a
+/// rollover happened since it last switched). The checker runs arm64's
+/// fast path in steps of its own ([`fast_path_reads`], [`fast_path_cmpxchg`]).
 pub fn asid_for_switch(w: &mut World, cpu: CpuId, mm: MmId, fx: &mut Effects) -> (u16, bool) {
     debug_assert_ne!(mm, INIT_MM);
-    let c = cpu as usize;
-    let asid = w.mms[mm as usize].context_id;
-    let old_active = w.cpus[c].asid.active;
-    // Fast path: the generation is current and no rollover is under way
-    // (cmpxchg_relaxed on active_asids succeeds).
-    if old_active != 0 && asid != 0 && w.asids.gen_match(asid) {
-        w.cpus[c].asid.active = asid;
+    let (asid, old_active, fast) = fast_path_reads(w, cpu, mm, fx);
+    if fast && fast_path_cmpxchg(w, cpu, old_active, asid) {
         return (w.asids.idx(asid), false);
     }
-    // Slow path, under cpu_asid_lock.
+    slow_path(w, cpu, mm, fx)
+}
+
+/// arch/arm64/mm/context.c: `check_and_switch_context`'s lockless reads:
+/// `atomic64_read(&mm->context.id)`, this CPU's `active_asids` and
+/// `asid_gen_match` (`asid_generation`), all relaxed. Returns the mm's
+/// context id, the active ASID read, and whether the fast path applies.
+pub fn fast_path_reads(w: &mut World, cpu: CpuId, mm: MmId, fx: &mut Effects) -> (u64, u64, bool) {
+    let asid = mo::read_once(w, cpu, Loc::MmContextId(mm), fx);
+    let old_active = mo::read_once(w, cpu, Loc::ActiveAsids(cpu), fx);
+    let generation = mo::read_once(w, cpu, Loc::AsidGeneration, fx);
+    let gen_match = (asid ^ generation) >> w.asids.bits == 0;
+    (asid, old_active, old_active != 0 && asid != 0 && gen_match)
+}
+
+/// arch/arm64/mm/context.c: the fast path's
+/// `atomic64_cmpxchg_relaxed(this_cpu_ptr(&active_asids), old_active_asid, asid)`:
+/// false when a rollover zeroed `active_asids` since the read (then the
+/// slow path runs). `inject.asid_fastpath_blind_store` stores blindly.
+/// RISC-V's `set_mm_asid` uses `atomic_long_xchg_relaxed(&active_context,
+/// cntx)` instead: it always stores, and takes the fast path when the old
+/// value was not 0.
+pub fn fast_path_cmpxchg(w: &mut World, cpu: CpuId, old_active: u64, asid: u64) -> bool {
+    if w.cfg.arch == machine::scenario::Arch::Riscv {
+        return mo::atomic_rmw(w, cpu, Loc::ActiveAsids(cpu), |_| Some(asid)) != 0;
+    }
+    let blind = w.cfg.inject.asid_fastpath_blind_store;
+    let cur = mo::atomic_rmw(w, cpu, Loc::ActiveAsids(cpu), |cur| {
+        (blind || cur == old_active).then_some(asid)
+    });
+    blind || cur == old_active
+}
+
+/// arch/arm64/mm/context.c: `check_and_switch_context`'s slow path under
+/// `cpu_asid_lock`: a new context if the generation moved on, the rollover
+/// flush if pending, then `atomic64_set(this_cpu_ptr(&active_asids), asid)`.
+pub fn slow_path(w: &mut World, cpu: CpuId, mm: MmId, fx: &mut Effects) -> (u16, bool) {
+    let c = cpu as usize;
+    // raw_spin_lock_irqsave: the previous holder's stores (released by its
+    // unlock) are what this CPU reads from here on.
+    if !w.weak.is_empty() {
+        w.weak.catch_up(cpu);
+    }
     let mut asid = w.mms[mm as usize].context_id;
     if asid == 0 || !w.asids.gen_match(asid) {
-        asid = new_context(w, mm, fx);
-        w.mms[mm as usize].context_id = asid;
+        asid = new_context(w, cpu, mm, fx);
+        mo::store_now(w, cpu, Loc::MmContextId(mm), asid);
     }
     let flush =
         std::mem::take(&mut w.cpus[c].asid.flush_pending) && !w.cfg.inject.skip_rollover_flush;
-    w.cpus[c].asid.active = asid;
+    mo::store_now(w, cpu, Loc::ActiveAsids(cpu), asid);
     (w.asids.idx(asid), flush)
 }

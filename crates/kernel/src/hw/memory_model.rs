@@ -119,6 +119,13 @@ pub enum Loc {
     /// Entry `index` of page-table page `table` (a PMD the collapser clears
     /// and GUP-fast reads, with `mm.targeted_table_sync`).
     PageTable { table: machine::Pfn, index: usize },
+    /// arm64: `per_cpu(active_asids, cpu)` (RISC-V: `active_context`; 0
+    /// while a rollover is under way).
+    ActiveAsids(CpuId),
+    /// arm64 / RISC-V: `asid_generation` (RISC-V: `current_version`).
+    AsidGeneration,
+    /// arm64 / RISC-V: `mm->context.id` (generation | ASID).
+    MmContextId(crate::MmId),
     /// arm64: the PTE at `idx` of page-table frame `table` *as the page
     /// walkers see it*. A PTE store is visible to explicit loads once it
     /// leaves the store buffer (at the PTE lock's release at the latest),
@@ -182,7 +189,10 @@ impl Loc {
     pub fn may_load(self, cpu: CpuId, task_ctx: bool) -> bool {
         match self {
             Loc::NeedTlbFlush(c) => c == cpu,
-            Loc::LoadedAsid(c) => c == cpu || task_ctx,
+            // Read by its CPU's fast path and by a rollover on any CPU
+            // (flush_context's xchg, an RMW: it reads the newest anyway).
+            Loc::LoadedAsid(c) | Loc::ActiveAsids(c) => c == cpu || task_ctx,
+            Loc::AsidGeneration | Loc::MmContextId(_) => task_ctx,
             Loc::ActiveLocklessPtWalkMm(_) | Loc::PageTable { .. } => task_ctx,
             _ => true,
         }
@@ -210,6 +220,7 @@ impl Loc {
                 leaf,
             },
             Loc::ActiveLocklessPtWalkMm(c) => Loc::ActiveLocklessPtWalkMm(f(c)),
+            Loc::ActiveAsids(c) => Loc::ActiveAsids(f(c)),
             other => other,
         }
     }
@@ -249,6 +260,9 @@ impl std::fmt::Display for Loc {
                 f,
                 "the page walkers' view of the PTE at index {idx} of table frame {table}"
             ),
+            Loc::ActiveAsids(c) => write!(f, "CPU{c}'s active_asids"),
+            Loc::AsidGeneration => write!(f, "asid_generation"),
+            Loc::MmContextId(mm) => write!(f, "mm{mm}'s context.id"),
         }
     }
 }
@@ -615,6 +629,9 @@ pub fn read_mem(w: &World, loc: Loc) -> u64 {
             .active_lockless_pt_walk_mm
             .map_or(0, |mm| mm as u64 + 1),
         Loc::PageTable { table, index } => w.mem.read(table, index).unwrap_or(0),
+        Loc::ActiveAsids(c) => w.cpus[c as usize].asid.active,
+        Loc::AsidGeneration => w.asids.generation,
+        Loc::MmContextId(mm) => w.mms[mm as usize].context_id,
     }
 }
 
@@ -644,6 +661,9 @@ pub fn write_mem(w: &mut World, loc: Loc, val: u64) {
                 val.checked_sub(1).map(|mm| mm as crate::MmId)
         }
         Loc::PageTable { table, index } => w.mem.write(table, index, val),
+        Loc::ActiveAsids(c) => w.cpus[c as usize].asid.active = val,
+        Loc::AsidGeneration => w.asids.generation = val,
+        Loc::MmContextId(mm) => w.mms[mm as usize].context_id = val,
     }
 }
 
@@ -724,6 +744,28 @@ fn read_weak(w: &mut World, cpu: CpuId, loc: Loc, fx: &mut Effects) -> u64 {
     }
     fx.label(Label::ReadStale { loc, val, newest });
     val
+}
+
+/// `cpu` stores `val` to `loc` straight to memory: an atomic, or a store
+/// the same step's lock release publishes (no other CPU can see memory
+/// between them); under the weak model a new message as a drain makes.
+pub fn store_now(w: &mut World, cpu: CpuId, loc: Loc, val: u64) {
+    publish(w, cpu, loc, val);
+}
+
+/// An atomic read-modify-write of `loc` by `cpu` (`xchg`, `cmpxchg`,
+/// `add_return`, relaxed): it reads the newest value (atomics are totally
+/// ordered per location) and, when `f` returns one, writes the new value
+/// right after it. Returns the value read.
+pub fn atomic_rmw(w: &mut World, cpu: CpuId, loc: Loc, f: impl FnOnce(u64) -> Option<u64>) -> u64 {
+    let old = read_mem(w, loc);
+    if !w.weak.is_empty() {
+        w.weak.read_newest(cpu, loc);
+    }
+    if let Some(new) = f(old) {
+        publish(w, cpu, loc, new);
+    }
+    old
 }
 
 /// `cpu`'s store of `val` to `loc` reaches memory (a drain, a barrier, a

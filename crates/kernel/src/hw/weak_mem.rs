@@ -128,6 +128,28 @@ impl WeakMem {
         wmm::read_at(&mut self.views[cpu as usize], &self.mem, &plain(id), t);
     }
 
+    /// `cpu` reads the newest message of `loc` (an atomic's read), if
+    /// `loc` has messages.
+    pub fn read_newest(&mut self, cpu: CpuId, loc: Loc) {
+        if let Some(id) = self.id(loc) {
+            let t = self.newest(id);
+            wmm::read_at(&mut self.views[cpu as usize], &self.mem, &plain(id), t);
+        }
+    }
+
+    /// `cpu` takes a lock whose previous holder published everything held
+    /// here (its stores under the lock, released by its unlock): from now
+    /// on `cpu` reads the newest message of every location. Stronger than
+    /// an acquire (which orders only what that holder wrote), a modelling
+    /// choice for `cpu_asid_lock`, whose holders write the allocator state.
+    pub fn catch_up(&mut self, cpu: CpuId) {
+        for id in 0..self.locs.len() {
+            let t = self.newest(id);
+            let tv = &mut self.views[cpu as usize];
+            tv.coh[id] = tv.coh[id].max(t);
+        }
+    }
+
     /// Is `t` the newest message of `loc`?
     pub fn is_newest(&self, loc: Loc, t: View) -> bool {
         let id = self.id(loc).expect("interned");

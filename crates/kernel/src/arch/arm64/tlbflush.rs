@@ -383,6 +383,10 @@ pub fn switch_mm(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) -> boo
     if prev == next {
         return false; // switch_mm: `if (prev != next) __switch_mm(next)`
     }
+    if w.cfg.split_steps {
+        super::context::check_and_switch_context_begin(w, cpu, next, fx);
+        return false;
+    }
     let (asid, flush) = crate::arch::asid::asid_for_switch(w, cpu, next, fx);
     if flush {
         w.cpus[c].tlb.flush_all();
