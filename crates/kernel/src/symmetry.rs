@@ -435,12 +435,13 @@ fn cpu_fixed_hash<H: Hasher + Default>(c: &Cpu) -> u64 {
         flush_info_busy,
         active_lockless_pt_walk_mm,
         walk_line_shared,
+        fair,
     } = c;
     let mut h = H::default();
     (irqs_off, preempt_count, tlbstate, tlb, ipi_pending).hash(&mut h);
     (vcpu_preempted, kvm_flush_pending, asid, riscv).hash(&mut h);
     (need_resched, flush_info_busy).hash(&mut h);
-    (active_lockless_pt_walk_mm, walk_line_shared).hash(&mut h);
+    (active_lockless_pt_walk_mm, walk_line_shared, fair).hash(&mut h);
     h.finish()
 }
 
@@ -484,10 +485,11 @@ fn task_fixed_hash<H: Hasher + Default>(t: &Task, invlpgb: bool) -> u64 {
         rt,
         pid,
         pins,
+        cpus_allowed_all,
     } = t;
     let mut h = H::default();
     (mm, state, us, gather, measured).hash(&mut h);
-    (spurious_streak, spurious_va, rt, pins).hash(&mut h);
+    (spurious_streak, spurious_va, rt, pins, cpus_allowed_all).hash(&mut h);
     if invlpgb {
         pid.hash(&mut h);
     }

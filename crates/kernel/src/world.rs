@@ -356,6 +356,11 @@ pub struct Task {
     /// `consider_global_asid`'s `(pid & 0x1f) == (jiffies & 0x1f)` sample
     /// stays sound under the checker's symmetry reduction.
     pub pid: u32,
+    /// `p->cpus_ptr` is every CPU (`nr_cpus_allowed == nr_cpu_ids`): the
+    /// fair class places the task (`sched::fair`). False: the task stays on
+    /// the CPU it was given, as a benchmark's `sched_setaffinity` keeps it
+    /// (what [`World::spawn`] gives; a fork child inherits its parent's).
+    pub cpus_allowed_all: bool,
 }
 
 /// A virtual memory area (`struct vm_area_struct`), anonymous and private.
@@ -546,8 +551,17 @@ pub struct Counters {
     /// `smp_call_function_many_cond`: csds queued (one per remote target
     /// that passed `cond_func`); an IPI goes only where the queue was empty.
     pub csd_queued: u64,
-    /// `scheduler_tick`s that moved the running task to another CPU.
+    /// Tasks moved to another CPU's runqueue: by the fair class's balancing
+    /// (`sched::fair`) or by the `machine.migrate_pct` noise knob.
     pub sched_migrations: u64,
+    /// Of those, pulled by `sched_balance_newidle` / by the periodic and
+    /// nohz idle balance at the tick.
+    pub sched_newidle_pulls: u64,
+    pub sched_balance_pulls: u64,
+    /// Forks whose child `sched_balance_fork` placed on another CPU than
+    /// the parent's; wake-ups `select_task_rq_fair` moved.
+    pub sched_fork_remote: u64,
+    pub sched_wake_migrations: u64,
     pub segv: u64,
     pub violations_dropped: u64,
     /// `tlb_remove_table_sync_one()` calls that IPI'd / returned early.
@@ -717,6 +731,8 @@ pub struct Cpu {
     /// `active_lockless_pt_walk_mm` line since this CPU last wrote it, so the
     /// next write must take the line back (priced, not a state of the kernel).
     pub walk_line_shared: bool,
+    /// The fair class's balancing state of this CPU's runqueue.
+    pub fair: crate::sched::fair::FairRq,
 }
 
 /// Kernel configuration the paths read (switches, static keys, tunables).
@@ -753,6 +769,8 @@ pub struct KernelCfg {
     /// Run x86 `switch_mm_irqs_off` as separate load/store/barrier steps
     /// (the checker; the simulator runs it as one step).
     pub split_steps: bool,
+    /// The scheduling domains the fair class places tasks on.
+    pub topology: machine::Topology,
 }
 
 /// Which kind of step to run on a CPU.
@@ -892,6 +910,7 @@ impl World {
             },
             memory_model: Default::default(),
             split_steps: false,
+            topology: machine::Topology::build(m.topology, m.arch, m.cpus),
         };
         if !s.inject.drop_barrier.is_empty()
             && crate::hw::memory_model::find_barrier(&s.inject.drop_barrier).is_none()
@@ -935,6 +954,7 @@ impl World {
                 flush_info_busy: false,
                 active_lockless_pt_walk_mm: None,
                 walk_line_shared: false,
+                fair: Default::default(),
             })
             .collect();
         let init_mm = Mm {
@@ -1098,6 +1118,7 @@ impl World {
             rt: false,
             pid: id as u32,
             pins: Vec::new(),
+            cpus_allowed_all: false,
         });
         self.cpus[cpu as usize].rq.push_back(id);
         if measured {

@@ -18,11 +18,13 @@ pub mod error;
 pub mod mem;
 pub mod scenario;
 pub mod tlb;
+pub mod topology;
 
 pub use cost::{Cost, CostProfile};
 pub use cpumask::CpuMask;
 pub use error::Error;
 pub use scenario::Scenario;
+pub use topology::{Topology, TopologyKind};
 
 /// Simulated time in nanoseconds.
 pub type Time = u64;

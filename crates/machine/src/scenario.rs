@@ -155,10 +155,17 @@ pub struct MachineCfg {
     /// profile, or `irqoff_long` for `irqoff_long_pct` % of them. 0 = none.
     pub irqoff_hz: u32,
     pub irqoff_long_pct: u32,
-    /// At each tick, the chance (%) that the running task is moved to
-    /// another CPU's runqueue (load balancing and wake-up placement). Tasks
-    /// that migrate leave their ASIDs and `mm_cpumask` bits behind.
+    /// A noise knob, off by default and set by no bundled scenario: at each
+    /// tick, the chance (%) that the running task is moved to a uniformly
+    /// random other CPU, on top of the fair class's placement. It models
+    /// nothing in the kernel (the kernel's placement is
+    /// `kernel::sched::fair`, on `machine.topology`); it exists to test how
+    /// results depend on migrations the placement would not make.
     pub migrate_pct: u32,
+    /// The scheduling-domain topology the fair class places tasks on
+    /// (`crate::topology`): `auto` (the architecture's bundled profile's
+    /// machine), `flat`, `sg2042`, `neoverse_n2`, `icelake_2s`.
+    pub topology: crate::topology::TopologyKind,
 }
 
 impl Default for MachineCfg {
@@ -178,6 +185,7 @@ impl Default for MachineCfg {
             smi_us: 200,
             timeslice_us: 0,
             migrate_pct: 0,
+            topology: Default::default(),
             preemption: Preemption::None,
             irqoff_hz: 0,
             irqoff_long_pct: 1,

@@ -57,7 +57,7 @@ impl Fork {
     }
 
     /// kernel/fork.c: `dup_mmap`.
-    pub fn step(&mut self, w: &mut World, _cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
+    pub fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
         let mm = w.tasks[task as usize].mm;
         if !self.can_run(w, task) {
             // dup_mmap's mmap_write_lock(oldmm) sleeps.
@@ -123,8 +123,25 @@ impl Fork {
             Pc::Done => {
                 crate::mm::mmap::mmap_write_unlock(w, mm, fx);
                 let prog: Vec<UserOp> = self.child_prog.to_vec();
-                w.spawn(self.child_mm, self.child_cpu, prog, false);
-                fx.wake(self.child_cpu);
+                // wake_up_new_task → select_task_rq(WF_FORK): a child that
+                // may run anywhere (it inherits its parent's cpus_mask) is
+                // placed by sched_balance_fork; else it goes where the
+                // workload put it.
+                let all = w.tasks[task as usize].cpus_allowed_all;
+                let to = if all {
+                    crate::sched::fair::select_task_rq_fair_fork(w, task, cpu as u32) as CpuId
+                } else {
+                    self.child_cpu
+                };
+                if all && to != cpu {
+                    w.counters.sched_fork_remote += 1;
+                }
+                let child = w.spawn(self.child_mm, to, prog, false);
+                if all {
+                    w.tasks[child as usize].cpus_allowed_all = true;
+                    w.cpus[to as usize].fair.idle_stamp = None;
+                }
+                fx.wake(to);
                 Flow::Return
             }
         }

@@ -2,17 +2,24 @@
 
 use crate::arch::{enter_lazy_tlb, switch_mm};
 use crate::effects::Effects;
+use crate::sched::fair;
 use crate::world::{TaskState, World};
 use crate::INIT_MM;
 use machine::{Cost, CpuId};
 
-/// kernel/sched/core.c: `sched_tick` → `resched_curr`, then `__schedule`
-/// at the return to user mode: put the running task at the tail of its
-/// runqueue (or, when the load balancer moves it, of `migrate_to`'s) and run
-/// the next one. Nothing happens if it would pick the same task again.
+/// kernel/sched/core.c: `sched_tick` → `sched_balance_trigger` (the fair
+/// class's periodic and nohz idle balance, [`fair::sched_balance_trigger`])
+/// and `resched_curr`, then `__schedule` at the return to user mode: put
+/// the running task at the tail of its runqueue and run the next one.
+/// Nothing happens if it would pick the same task again. `migrate_to` is
+/// the `machine.migrate_pct` noise knob's move (no kernel mechanism; off by
+/// default): the running task goes to that CPU's runqueue.
 pub fn scheduler_tick(w: &mut World, cpu: CpuId, migrate_to: Option<CpuId>, fx: &mut Effects) {
     let c = cpu as usize;
     let Some(t) = w.cpus[c].curr else { return };
+    if migrate_to.is_none() {
+        fair::sched_balance_trigger(w, cpu, fx);
+    }
     match migrate_to {
         Some(to) if to != cpu => {
             w.counters.sched_migrations += 1;
@@ -53,6 +60,21 @@ pub fn hrtimer_wakeup(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     else {
         return;
     };
+    // try_to_wake_up → select_task_rq: a task the fair class places may
+    // wake on another CPU (select_task_rq_fair); this one's timer woke it.
+    let to = fair::select_task_rq_wake(w, t, cpu);
+    if to != cpu {
+        let task = &mut w.tasks[t as usize];
+        task.state = TaskState::Runnable;
+        task.cpu = to;
+        w.cpus[to as usize].rq.push_back(t);
+        w.cpus[to as usize].fair.idle_stamp = None;
+        w.counters.sched_migrations += 1;
+        w.counters.sched_wake_migrations += 1;
+        fx.label(crate::Label::Wakeup { task: t, rt: false });
+        fx.wake(to);
+        return;
+    }
     let task = &mut w.tasks[t as usize];
     task.state = TaskState::Runnable;
     let rt = task.rt;
@@ -98,6 +120,15 @@ pub fn schedule(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     // clear_tsk_need_resched(prev); the head of the runqueue (a woken
     // real-time task is put there) runs next.
     w.cpus[cpu as usize].need_resched = false;
+    if fair::placement_active(w) {
+        if w.cpus[cpu as usize].rq.is_empty() {
+            // pick_next_task_fair found nothing: sched_balance_newidle may
+            // pull a task here before the CPU idles.
+            fair::sched_balance_newidle(w, cpu, fx);
+        } else {
+            w.cpus[cpu as usize].fair.idle_stamp = None;
+        }
+    }
     let next = w.cpus[cpu as usize].rq.pop_front();
     fx.cost(Cost::ContextSwitch, 1);
     match next {

@@ -1,2 +1,3 @@
 //! The scheduler (`kernel/sched/`).
 pub mod core;
+pub mod fair;

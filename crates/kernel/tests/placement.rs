@@ -1,0 +1,299 @@
+//! The fair class's task placement (`kernel::sched::fair`) on small
+//! machines, each expected CPU derived from kernel/sched/fair.c's policy:
+//!
+//! ```text
+//!   8 harts, SG2042 topology cut to 8:   domain [0 .. 7]   (groups: clusters)
+//!                                        MC     [0-3][4-7] (groups: CPUs; the LLC)
+//!   32 harts: MC [4] < NODE [16] < NUMA [32], imb_numa_nr = 4
+//! ```
+//!
+//! Ties between equal candidates go to the first CPU in the kernel's
+//! iteration order (groups from the local one; `for_each_cpu_wrap` from
+//! the target in `select_idle_cpu`).
+
+use kernel::sched::core::{hrtimer_wakeup, schedule};
+use kernel::sched::fair::{
+    available_idle_cpu, nr_running, sched_balance_trigger, select_task_rq_fair_fork,
+    select_task_rq_fair_wake,
+};
+use kernel::user::UserOp;
+use kernel::world::TaskState;
+use kernel::{Effects, TaskId, World};
+use machine::{CpuId, Scenario};
+
+/// A RISC-V machine of `cpus` harts on the SG2042 topology (`extra`
+/// overrides), nothing running.
+fn machine(cpus: u32, extra: &[&str]) -> World {
+    let mut s = Scenario::default();
+    let n = format!("machine.cpus={cpus}");
+    for kv in [
+        "machine.arch=riscv",
+        n.as_str(),
+        "machine.memory=64MiB",
+        "machine.topology=sg2042",
+    ]
+    .iter()
+    .chain(extra)
+    {
+        s.set(kv).unwrap();
+    }
+    s.validate().unwrap();
+    World::new(&s).unwrap()
+}
+
+/// A task of a new mm on `cpu`: running if the CPU was idle, else queued
+/// behind what runs there. `all`: the fair class may move it.
+fn task(w: &mut World, cpu: CpuId, all: bool) -> TaskId {
+    let mm = w.mm_alloc().unwrap();
+    let t = w.spawn(mm, cpu, vec![UserOp::Spin], false);
+    w.tasks[t as usize].cpus_allowed_all = all;
+    if w.cpus[cpu as usize].curr.is_none() {
+        schedule(w, cpu, &mut Effects::default());
+    }
+    t
+}
+
+fn idle_cpus(w: &World, cpus: std::ops::Range<u32>) -> Vec<u32> {
+    cpus.filter(|&c| available_idle_cpu(w, c)).collect()
+}
+
+/// Fork: the parent runs on CPU 0 with CPUs 1, 2 and 4 busy. Cluster 0 has
+/// one idle CPU (3), cluster 1 three (5, 6, 7): `find_idlest_group` takes
+/// the group with more idle CPUs, and `find_idlest_group_cpu` the idle CPU
+/// that went idle last (rq->idle_stamp). Its MC domain below then keeps it
+/// (its own group is idle, no sibling has more idle CPUs than one).
+#[test]
+fn fork_goes_to_the_idlest_clusters_most_recently_idle_cpu() {
+    let mut w = machine(8, &[]);
+    let parent = task(&mut w, 0, true);
+    for c in [1, 2, 4] {
+        task(&mut w, c, false);
+    }
+    assert_eq!(idle_cpus(&w, 0..4), [3]);
+    assert_eq!(idle_cpus(&w, 4..8), [5, 6, 7]);
+    // No stamps yet: the first idle CPU of the group.
+    assert_eq!(select_task_rq_fair_fork(&w, parent, 0), 5);
+    // CPU 7 went idle after 5 and 6.
+    w.cpus[5].fair.idle_stamp = Some(100);
+    w.cpus[6].fair.idle_stamp = Some(200);
+    w.cpus[7].fair.idle_stamp = Some(300);
+    assert_eq!(select_task_rq_fair_fork(&w, parent, 0), 7);
+}
+
+/// Fork, the other way round: the parent's cluster has more idle CPUs
+/// (1, 2, 3 against 7), so the child stays in it (`local_sgs.idle_cpus >=
+/// idlest_sgs->idle_cpus` returns no group), and in the MC domain the
+/// parent's own CPU is fully busy, so the first idle sibling after it (1)
+/// is the idlest group.
+#[test]
+fn fork_stays_in_the_local_cluster_when_it_is_idler() {
+    let mut w = machine(8, &[]);
+    let parent = task(&mut w, 0, true);
+    for c in [4, 5, 6] {
+        task(&mut w, c, false);
+    }
+    assert_eq!(select_task_rq_fair_fork(&w, parent, 0), 1);
+}
+
+/// NUMA (32 harts: two nodes of 16): a fork stays in the parent's node
+/// while the node would hold no more than `imb_numa_nr` (4) tasks and the
+/// nodes' idle CPUs differ by at most NUMA_IMBALANCE_MIN (2), although the
+/// other node is wholly idle; with three more busy CPUs in the parent's
+/// node the difference is 4 and the child goes to the other node.
+#[test]
+fn fork_keeps_the_allowed_numa_imbalance() {
+    let mut w = machine(32, &[]);
+    assert_eq!(w.cfg.topology.levels.len(), 3);
+    assert_eq!(w.cfg.topology.levels[2].imb_numa_nr, 4);
+    let parent = task(&mut w, 0, true);
+    // Node 0: 15 idle, node 1: 16 idle; dst_running 2 <= 4.
+    let c = select_task_rq_fair_fork(&w, parent, 0);
+    assert!(c < 16, "stays in node 0, got {c}");
+    // In node 0: cluster 1 (4 idle) beats the parent's cluster (3 idle).
+    assert_eq!(c, 4);
+    for c in [1, 2, 3] {
+        task(&mut w, c, false);
+    }
+    // Node 0: 12 idle against 16: imbalance 4 > 2.
+    assert_eq!(select_task_rq_fair_fork(&w, parent, 0), 16);
+}
+
+/// Wake-up: a task slept on CPU 4, which its timer wakes while another
+/// task runs there. `wake_affine` has nothing to choose (waker and prev are
+/// the same CPU); `select_idle_sibling` finds CPU 4 busy and scans the LLC
+/// (cluster 4-7) from CPU 5 with wrap-around: 5 is busy, so 6. Cluster 0
+/// is wholly idle but outside the LLC, so it is not considered.
+#[test]
+fn wake_up_goes_to_an_idle_sibling_in_the_llc() {
+    let mut w = machine(8, &[]);
+    let p = task(&mut w, 4, true);
+    // p sleeps; another task runs on 4, and one on 5.
+    let mut fx = Effects::default();
+    w.tasks[p as usize].state = TaskState::Sleeping;
+    w.set_curr(4, None);
+    schedule(&mut w, 4, &mut fx);
+    task(&mut w, 4, false);
+    task(&mut w, 5, false);
+    assert_eq!(select_task_rq_fair_wake(&w, p, 4, 4, false), 6);
+    // Through the timer interrupt: the task is queued on 6 and 6 is woken.
+    let mut fx = Effects::default();
+    hrtimer_wakeup(&mut w, 4, &mut fx);
+    assert_eq!(w.tasks[p as usize].cpu, 6);
+    assert_eq!(w.cpus[6].rq.front(), Some(&p));
+    assert!(fx.wakes.iter().any(|&(c, _)| c == 6));
+    // With every CPU of the LLC busy, it stays on 4 (cluster 0 is idle).
+    let mut w = machine(8, &[]);
+    let p = task(&mut w, 4, true);
+    w.tasks[p as usize].state = TaskState::Sleeping;
+    w.set_curr(4, None);
+    schedule(&mut w, 4, &mut fx);
+    for c in 4..8 {
+        task(&mut w, c, false);
+    }
+    assert_eq!(idle_cpus(&w, 4..8), Vec::<u32>::new());
+    assert_eq!(select_task_rq_fair_wake(&w, p, 4, 4, false), 4);
+}
+
+/// A pinned task wakes where it slept.
+#[test]
+fn a_pinned_task_wakes_on_its_cpu() {
+    let mut w = machine(8, &[]);
+    let p = task(&mut w, 4, false);
+    w.tasks[p as usize].state = TaskState::Sleeping;
+    w.set_curr(4, None);
+    task(&mut w, 4, false);
+    hrtimer_wakeup(&mut w, 4, &mut Effects::default());
+    assert_eq!(w.tasks[p as usize].cpu, 4);
+    assert!(w.cpus[4].rq.contains(&p));
+}
+
+/// New-idle balance: CPU 1 runs one task with two queued, CPU 5 one with
+/// one queued. CPU 2 finds nothing to run: its MC domain (cluster 0) is
+/// balanced first and holds the overloaded CPU 1, so it pulls CPU 1's
+/// longest-waiting task and leaves CPU 5 alone (nearest domain first).
+#[test]
+fn newidle_balance_pulls_from_the_busiest_cpu_of_the_nearest_domain() {
+    let mut w = machine(8, &[]);
+    task(&mut w, 1, true);
+    let a = task(&mut w, 1, true);
+    let _b = task(&mut w, 1, true);
+    task(&mut w, 5, true);
+    let c = task(&mut w, 5, true);
+    let mut fx = Effects::default();
+    schedule(&mut w, 2, &mut fx);
+    assert_eq!(w.cpus[2].curr, Some(a));
+    assert_eq!(w.tasks[a as usize].cpu, 2);
+    assert_eq!(nr_running(&w, 1), 2);
+    assert_eq!(w.cpus[5].rq.iter().copied().collect::<Vec<_>>(), [c]);
+    assert_eq!(w.counters.sched_newidle_pulls, 1);
+    // CPU 3 pulls CPU 1's other queued task (nr_running 2 against 0).
+    schedule(&mut w, 3, &mut fx);
+    assert_eq!(w.cpus[3].curr.map(|t| w.tasks[t as usize].cpu), Some(3));
+    assert_eq!(nr_running(&w, 1), 1);
+    // CPU 0: cluster 0 is balanced, and at the top level cluster 1 (two
+    // tasks, three idle CPUs) is no busier than cluster 0 (three tasks, one
+    // idle): sibling_imbalance 0, idle CPUs 1 <= 3 + 1. CPU 0 idles; CPU
+    // 5's queued task is for cluster 1's idle CPUs: CPU 4 pulls it.
+    schedule(&mut w, 0, &mut fx);
+    assert_eq!(w.cpus[0].curr, None);
+    schedule(&mut w, 4, &mut fx);
+    assert_eq!(w.cpus[4].curr, Some(c));
+    assert!(w.cpus[4].fair.idle_stamp.is_none(), "pulled: not idle");
+}
+
+/// An empty cluster pulls across clusters: CPU 0 runs three tasks and is
+/// the only busy CPU of cluster 0; CPU 4 goes idle with cluster 1 empty.
+/// Its MC domain has nothing; at the top level `SD_PREFER_SIBLING`'s
+/// `sibling_imbalance` is 2 (an empty group against a group with more than
+/// one task), so it pulls one task.
+#[test]
+fn newidle_balance_pulls_across_clusters_into_an_empty_one() {
+    let mut w = machine(8, &[]);
+    for _ in 0..3 {
+        task(&mut w, 0, true);
+    }
+    let first = w.cpus[0].rq[0];
+    schedule(&mut w, 4, &mut Effects::default());
+    assert_eq!(w.cpus[4].curr, Some(first));
+    assert_eq!(nr_running(&w, 0), 2);
+}
+
+/// Pinned tasks are never pulled (`can_migrate_task`: not allowed on the
+/// destination): CPU 2 goes idle and records when.
+#[test]
+fn newidle_balance_leaves_pinned_tasks() {
+    let mut w = machine(8, &[]);
+    task(&mut w, 1, false);
+    task(&mut w, 1, false);
+    task(&mut w, 6, true); // one task the fair class may move, running
+    w.now = 5_000;
+    schedule(&mut w, 2, &mut Effects::default());
+    assert_eq!(w.cpus[2].curr, None);
+    assert_eq!(w.cpus[2].fair.idle_stamp, Some(5_000));
+    assert_eq!(nr_running(&w, 1), 2);
+}
+
+/// Periodic balance at the tick: CPU 0 runs three tasks, the others are
+/// idle. Its tick (two or more tasks: nohz_balancer_kick) makes the idle
+/// CPUs balance in for_each_cpu_wrap order from CPU 1; each pulls from
+/// CPU 0 while it is overloaded, so the two queued tasks go to CPUs 1 and 2
+/// (cluster 0, the nearest domain) and CPU 3 onwards find nothing.
+#[test]
+fn tick_balance_spreads_an_overloaded_cpu_over_the_nearest_idle_cpus() {
+    let mut w = machine(8, &[]);
+    for _ in 0..3 {
+        task(&mut w, 0, true);
+    }
+    let queued: Vec<TaskId> = w.cpus[0].rq.iter().copied().collect();
+    w.now = 1_000_000_000;
+    let mut fx = Effects::default();
+    sched_balance_trigger(&mut w, 0, &mut fx);
+    assert_eq!(w.tasks[queued[0] as usize].cpu, 1);
+    assert_eq!(w.tasks[queued[1] as usize].cpu, 2);
+    assert_eq!(nr_running(&w, 0), 1);
+    assert_eq!(w.counters.sched_balance_pulls, 2);
+    assert!(fx.wakes.iter().any(|&(c, _)| c == 1));
+}
+
+/// The imbalance rule: three tasks on two CPUs cannot be balanced better
+/// (moving one leaves 2 + 1 the other way), so the busy CPU's periodic
+/// balance moves nothing; four against one (loads 3 and 1, average 2)
+/// moves exactly one.
+#[test]
+fn periodic_balance_moves_only_what_evens_the_load() {
+    let mut w = machine(2, &["machine.topology=flat"]);
+    task(&mut w, 0, true);
+    task(&mut w, 0, true);
+    task(&mut w, 1, true);
+    w.now = 1_000_000_000;
+    let mut fx = Effects::default();
+    sched_balance_trigger(&mut w, 1, &mut fx);
+    assert_eq!((nr_running(&w, 0), nr_running(&w, 1)), (2, 1));
+    task(&mut w, 0, true);
+    w.now = 2_000_000_000;
+    sched_balance_trigger(&mut w, 1, &mut fx);
+    assert_eq!((nr_running(&w, 0), nr_running(&w, 1)), (2, 2));
+}
+
+/// The busy CPU's periodic balance waits `span` ms x busy_factor (16)
+/// between runs of a domain: a second tick soon after does nothing.
+#[test]
+fn periodic_balance_respects_the_busy_interval() {
+    let mut w = machine(2, &["machine.topology=flat"]);
+    for _ in 0..4 {
+        task(&mut w, 0, true);
+    }
+    task(&mut w, 1, true);
+    w.now = 1_000_000_000;
+    let mut fx = Effects::default();
+    sched_balance_trigger(&mut w, 1, &mut fx);
+    assert_eq!((nr_running(&w, 0), nr_running(&w, 1)), (3, 2));
+    // 2 CPUs x 16 ms later minus one ns: not yet.
+    w.now += 2 * 16 * 1_000_000 - 1;
+    task(&mut w, 0, true);
+    sched_balance_trigger(&mut w, 1, &mut fx);
+    assert_eq!((nr_running(&w, 0), nr_running(&w, 1)), (4, 2));
+    w.now += 1;
+    sched_balance_trigger(&mut w, 1, &mut fx);
+    assert_eq!((nr_running(&w, 0), nr_running(&w, 1)), (3, 3));
+}
