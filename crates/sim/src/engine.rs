@@ -159,7 +159,10 @@ pub struct SimOptions {
     pub vcpu_preempt_ns: u64,
     /// Scheduler tick period, ns (0 = no tick).
     pub timeslice_ns: u64,
-    /// Chance (%) that a tick migrates the running task.
+    /// The `machine.migrate_pct` noise knob (off by default): chance (%)
+    /// that a tick moves the running task to a uniformly random other CPU.
+    /// Task placement itself is the kernel's (`kernel::sched::fair`, run
+    /// from the tick step, `schedule` and wake-ups), deterministic.
     pub migrate_pct: u32,
     /// IRQ-off windows per second per CPU, and the share (%) from the long tail.
     pub irqoff_hz: u32,
@@ -773,6 +776,10 @@ impl Sim {
         } else if self.need_resched(cpu) {
             self.tick_pending[c] = None;
             let n = self.world.cpus.len() as u64;
+            // The fair class's balancing runs inside the tick step
+            // (scheduler_tick -> sched_balance_trigger); `to` is only the
+            // noise knob's random move. (The draw is made at 0 % too, so
+            // the jitter sequence of a run does not depend on the knob.)
             let to = if n > 1 && self.rng.below(100) < self.opts.migrate_pct as u64 {
                 // Another CPU, uniformly.
                 let o = 1 + self.rng.below(n - 1);

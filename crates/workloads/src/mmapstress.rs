@@ -11,8 +11,12 @@
 //!   lat_pagefault: one process maps a file and faults each page (per-fault latency)
 //!   lat_mmap:      one process mmap()s a file, touches it, munmap()s (per pair)
 //! ```
-//! The parent starts on hart 0 and places children on harts 1.. in turn;
-//! `machine.timeslice_us` and `machine.migrate_pct` move tasks around.
+//! No task is pinned (LTP and lmbench do not call `sched_setaffinity`):
+//! the fair class places them (`kernel::sched::fair` on the machine's
+//! topology): a child where `sched_balance_fork` finds the idlest CPU,
+//! tasks pulled by new-idle and periodic balancing at the
+//! `machine.timeslice_us` tick. The parent and each lmbench process start
+//! on hart 0 (process i on hart i).
 
 use crate::{measured_loop, size_pages, tables_for, WorkloadInfo, MAP_BASE};
 use kernel::user::UserOp;
@@ -101,8 +105,8 @@ fn build_mmapstress(s: &Scenario, w: &mut World) -> Result<(), Error> {
     child.push(UserOp::Exit);
     let child: std::sync::Arc<[UserOp]> = child.into();
     // The parent keeps about `n` children alive: it forks one every
-    // (child lifetime / n), placing them on harts 1.. in turn as
-    // wake_up_new_task spreads new tasks over idle CPUs.
+    // (child lifetime / n); wake_up_new_task places each
+    // (sched_balance_fork), so the Fork's CPU is not used.
     let period_ns = if s.workload.period_us > 0 {
         s.workload.period_us * 1000
     } else {
@@ -110,26 +114,25 @@ fn build_mmapstress(s: &Scenario, w: &mut World) -> Result<(), Error> {
         CHILD_ROUNDS * 10_000 / n as u64
     };
     let op = w.op_id("fork");
-    let harts = s.machine.cpus - 1;
-    let mut p = Vec::new();
-    for i in 0..harts {
-        p.push(UserOp::OpBegin(op));
-        p.push(UserOp::Fork {
-            child_cpu: (1 + i) as u16,
-            child: child.clone(),
-        });
-        p.push(UserOp::OpEnd(op));
-        p.push(UserOp::Compute {
+    let p = vec![
+        UserOp::OpBegin(op),
+        UserOp::Fork {
+            child_cpu: 0,
+            child,
+        },
+        UserOp::OpEnd(op),
+        UserOp::Compute {
             ns: period_ns.min(u32::MAX as u64) as u32,
-        });
-    }
-    p.push(UserOp::Loop {
-        to: 0,
-        times: s.workload.iterations.div_ceil(harts as u64),
-    });
-    p.push(UserOp::Exit);
+        },
+        UserOp::Loop {
+            to: 0,
+            times: s.workload.iterations,
+        },
+        UserOp::Exit,
+    ];
     let parent = w.mm_alloc()?;
-    w.spawn(parent, 0, p, true);
+    let t = w.spawn(parent, 0, p, true);
+    w.tasks[t as usize].cpus_allowed_all = true;
     Ok(())
 }
 
@@ -185,7 +188,8 @@ fn build_lat_pagefault(s: &Scenario, w: &mut World) -> Result<(), Error> {
             times: s.workload.iterations,
         });
         p.push(UserOp::Exit);
-        w.spawn(mm, i as u16, p, true);
+        let t = w.spawn(mm, i as u16, p, true);
+        w.tasks[t as usize].cpus_allowed_all = true;
     }
     Ok(())
 }
@@ -215,12 +219,13 @@ fn build_lat_mmap(s: &Scenario, w: &mut World) -> Result<(), Error> {
                 len,
             },
         ];
-        w.spawn(
+        let t = w.spawn(
             mm,
             i as u16,
             measured_loop(i, op, body, s.workload.iterations, UserOp::Exit),
             true,
         );
+        w.tasks[t as usize].cpus_allowed_all = true;
     }
     Ok(())
 }
