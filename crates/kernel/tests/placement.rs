@@ -297,3 +297,24 @@ fn periodic_balance_respects_the_busy_interval() {
     sched_balance_trigger(&mut w, 1, &mut fx);
     assert_eq!((nr_running(&w, 0), nr_running(&w, 1)), (3, 3));
 }
+
+/// Lazy TLB: a hart whose task leaves runs the idle task, which keeps the
+/// last mm as `active_mm` (`enter_lazy_tlb` is a no-op on RISC-V): the mm
+/// stays loaded (its ASID in `satp`) and the hart stays in its
+/// `mm_cpumask`. On x86 the CPU keeps `loaded_mm` and marks itself lazy.
+#[test]
+fn the_idle_task_keeps_the_last_mm() {
+    for arch in ["riscv", "x86"] {
+        let a = format!("machine.arch={arch}");
+        let mut w = machine(8, &[a.as_str()]);
+        let p = task(&mut w, 4, true);
+        let mm = w.tasks[p as usize].mm;
+        w.tasks[p as usize].state = TaskState::Sleeping;
+        w.set_curr(4, None);
+        schedule(&mut w, 4, &mut Effects::default());
+        assert!(available_idle_cpu(&w, 4));
+        assert_eq!(w.cpus[4].tlbstate.loaded_mm, mm, "{arch}");
+        assert!(w.mms[mm as usize].cpumask.test(4), "{arch}");
+        assert_eq!(w.cpus[4].tlbstate.is_lazy, arch == "x86");
+    }
+}
