@@ -46,7 +46,19 @@ fn demo_prints_seed_tables_and_writes_the_report() {
     let (dir, out) = demo_run();
     assert!(out.contains("flush_tlb_info") && out.contains("CAL row total"));
     assert!(out.contains("== arm64: local TLBI") && out.contains("== RISC-V: defer"));
-    assert!(!out.contains("NOT reproduced"), "{out}");
+    // Every direction reproduces but RISC-V deferral's: under the fair
+    // class's placement no mmapstress01 task runs on two harts, so there
+    // are no remote IPIs for deferral to cut (0 -> 0; issue 32 item 1,
+    // docs/seed-riscv-defer-flush-to-context-switch.md).
+    let not: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("NOT reproduced"))
+        .collect();
+    assert!(
+        not.iter()
+            .all(|l| l.contains("deferral cuts IPIs by more than a third")),
+        "{out}"
+    );
     let path = out
         .lines()
         .find_map(|l| l.strip_prefix("report: "))

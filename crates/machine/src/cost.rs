@@ -209,11 +209,15 @@ pub struct CostProfile {
     sources: Vec<String>,
 }
 
-/// The bundled default profile.
+/// The bundled default profile. Its machine's scheduling domains are
+/// [`crate::topology::TopologyKind::Icelake2s`] (what `machine.topology =
+/// auto` takes on x86).
 pub const DEFAULT_PROFILE: &str = include_str!("../profiles/x86-icelake.toml");
-/// The bundled arm64 profile (the seed's class of machine).
+/// The bundled arm64 profile (the seed's class of machine); topology
+/// [`crate::topology::TopologyKind::NeoverseN2`].
 pub const ARM64_PROFILE: &str = include_str!("../profiles/arm64-neoverse-n2.toml");
-/// The bundled RISC-V profile.
+/// The bundled RISC-V profile; topology
+/// [`crate::topology::TopologyKind::Sg2042`].
 pub const RISCV_PROFILE: &str = include_str!("../profiles/riscv-sg2042.toml");
 /// arm64 with the DVM prices fitted to the arm64 seed's baseline alone
 /// (flush functions 50.5% of cycles in usemem, 4 threads, 128 cores);
