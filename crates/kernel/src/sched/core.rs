@@ -62,7 +62,7 @@ pub fn hrtimer_wakeup(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     };
     // try_to_wake_up → select_task_rq: a task the fair class places may
     // wake on another CPU (select_task_rq_fair); this one's timer woke it.
-    let to = fair::select_task_rq_wake(w, t, cpu);
+    let to = fair::select_task_rq(w, t, cpu);
     if to != cpu {
         let task = &mut w.tasks[t as usize];
         task.state = TaskState::Runnable;

@@ -112,8 +112,8 @@ pub fn available_idle_cpu(w: &World, cpu: u32) -> bool {
     c.curr.is_none() && c.rq.is_empty() && !c.vcpu_preempted
 }
 
-/// `cpumask_test_cpu(cpu, p->cpus_ptr)`.
-fn allowed(w: &World, p: TaskId, cpu: u32) -> bool {
+/// include/linux/cpumask.h: `cpumask_test_cpu(cpu, p->cpus_ptr)`: may `p` run on `cpu`?
+fn cpumask_test_cpu(w: &World, p: TaskId, cpu: u32) -> bool {
     let t = &w.tasks[p as usize];
     t.cpus_allowed_all || t.cpu as u32 == cpu
 }
@@ -132,10 +132,10 @@ fn group_classify(sum_nr_running: u32, weight: u32) -> GroupType {
 
 /// kernel/sched/fair.c: `update_sg_lb_stats` / `update_sg_wakeup_stats`
 /// over the CPUs of `span` that `p` may use (all of them when `p` is None).
-fn sg_stats(w: &World, span: Range<u32>, p: Option<TaskId>) -> SgStats {
+fn update_sg_lb_stats(w: &World, span: Range<u32>, p: Option<TaskId>) -> SgStats {
     let (mut sum, mut idle, mut weight) = (0, 0, 0);
     for i in span.clone() {
-        if p.is_some_and(|p| !allowed(w, p, i)) {
+        if p.is_some_and(|p| !cpumask_test_cpu(w, p, i)) {
             continue;
         }
         weight += 1;
@@ -195,10 +195,10 @@ pub fn sched_balance_find_dst_group(
     let mut local: Option<SgStats> = None;
     let mut idlest: Option<SgStats> = None;
     for g in topo.groups(level, this_cpu) {
-        if !g.clone().any(|i| allowed(w, p, i)) {
+        if !g.clone().any(|i| cpumask_test_cpu(w, p, i)) {
             continue;
         }
-        let sgs = sg_stats(w, g.clone(), Some(p));
+        let sgs = update_sg_lb_stats(w, g.clone(), Some(p));
         if g.contains(&this_cpu) {
             local = Some(sgs);
         } else if idlest.as_ref().is_none_or(|i| update_pick_idlest(i, &sgs)) {
@@ -263,7 +263,7 @@ pub fn sched_balance_find_dst_group_cpu(
     let mut shallowest: Option<(u32, Option<Time>)> = None;
     let mut least_loaded = this_cpu;
     let mut min_load = u32::MAX;
-    for i in group.filter(|&i| allowed(w, p, i)) {
+    for i in group.filter(|&i| cpumask_test_cpu(w, p, i)) {
         if available_idle_cpu(w, i) {
             let stamp = w.cpus[i as usize].fair.idle_stamp;
             if shallowest.is_none_or(|(_, s)| stamp > s) {
@@ -388,9 +388,9 @@ pub fn wake_affine(w: &World, level: usize, this_cpu: u32, prev_cpu: u32, sync: 
     }
 }
 
-/// kernel/sched/fair.c: `select_idle_core`: is every SMT sibling of
+/// kernel/sched/fair.c: `is_core_idle`: is every SMT sibling of
 /// `core`'s core idle?
-fn core_is_idle(w: &World, core: u32) -> bool {
+fn is_core_idle(w: &World, core: u32) -> bool {
     let topo = &w.cfg.topology;
     match topo.levels.first() {
         Some(l) if l.flags & machine::topology::SD_SHARE_CPUCAPACITY != 0 => {
@@ -415,10 +415,10 @@ pub fn select_idle_cpu(w: &World, p: TaskId, llc: usize, target: u32) -> Option<
     let mut idle_cpu = None;
     for k in 0..n {
         let cpu = span.start + (target + 1 - span.start + k) % n;
-        if !allowed(w, p, cpu) || !available_idle_cpu(w, cpu) {
+        if !cpumask_test_cpu(w, p, cpu) || !available_idle_cpu(w, cpu) {
             continue;
         }
-        if !smt || core_is_idle(w, cpu) {
+        if !smt || is_core_idle(w, cpu) {
             return Some(cpu);
         }
         idle_cpu.get_or_insert(cpu);
@@ -431,13 +431,13 @@ pub fn select_idle_cpu(w: &World, p: TaskId, llc: usize, target: u32) -> Option<
 /// else `target`.
 pub fn select_idle_sibling(w: &World, p: TaskId, prev: u32, target: u32) -> u32 {
     let topo = &w.cfg.topology;
-    if available_idle_cpu(w, target) && allowed(w, p, target) {
+    if available_idle_cpu(w, target) && cpumask_test_cpu(w, p, target) {
         return target;
     }
     if prev != target
         && topo.cpus_share_cache(prev, target)
         && available_idle_cpu(w, prev)
-        && allowed(w, p, prev)
+        && cpumask_test_cpu(w, p, prev)
     {
         return prev;
     }
@@ -460,7 +460,7 @@ pub fn select_task_rq_fair_wake(
 ) -> u32 {
     let topo = &w.cfg.topology;
     // want_affine: wake_wide() is taken as false (not modelled).
-    let want_affine = allowed(w, p, this_cpu);
+    let want_affine = cpumask_test_cpu(w, p, this_cpu);
     let mut new_cpu = prev_cpu;
     if want_affine {
         for (l, sd) in topo.levels.iter().enumerate() {
@@ -478,8 +478,8 @@ pub fn select_task_rq_fair_wake(
     select_idle_sibling(w, p, prev_cpu, new_cpu)
 }
 
-/// Move queued task `t` from `src`'s runqueue to `dst`'s
-/// (`detach_task` + `attach_task`).
+/// kernel/sched/core.c: `move_queued_task` (fair.c's `detach_task` +
+/// `attach_task`): move queued task `t` from `src`'s runqueue to `dst`'s.
 fn move_queued_task(w: &mut World, t: TaskId, src: u32, dst: u32, fx: &mut Effects) {
     let rq = &mut w.cpus[src as usize].rq;
     if let Some(i) = rq.iter().position(|&x| x == t) {
@@ -508,7 +508,7 @@ pub fn sched_balance_rq(
     let mut local: Option<SgStats> = None;
     let mut busiest: Option<SgStats> = None;
     for g in w.cfg.topology.groups(level, this_cpu) {
-        let sgs = sg_stats(w, g.clone(), None);
+        let sgs = update_sg_lb_stats(w, g.clone(), None);
         if g.contains(&this_cpu) {
             local = Some(sgs);
             continue;
@@ -547,7 +547,7 @@ pub fn sched_balance_rq(
                 let (load, cap) = w.cfg.topology.groups(level, this_cpu).iter().fold(
                     (0u64, 0u64),
                     |(l, c), g| {
-                        let sgs = sg_stats(w, g.clone(), None);
+                        let sgs = update_sg_lb_stats(w, g.clone(), None);
                         (l + sgs.sum_nr_running as u64, c + sgs.weight as u64)
                     },
                 );
@@ -569,7 +569,7 @@ pub fn sched_balance_rq(
                     .min(busiest.sum_nr_running - busiest.weight)
                     .max(1)
             } else {
-                has_spare_imbalance(&w.cfg.topology, level, &sd, idle, &local, &busiest)
+                calculate_imbalance_has_spare(&w.cfg.topology, level, &sd, idle, &local, &busiest)
             }
         } else {
             // Busiest has spare or is fully busy: an idle CPU pulls only when
@@ -589,7 +589,7 @@ pub fn sched_balance_rq(
             if local.group_type != GroupType::HasSpare {
                 return 0;
             }
-            has_spare_imbalance(&w.cfg.topology, level, &sd, idle, &local, &busiest)
+            calculate_imbalance_has_spare(&w.cfg.topology, level, &sd, idle, &local, &busiest)
         };
     if imbalance == 0 {
         return 0;
@@ -602,7 +602,7 @@ pub fn sched_balance_rq(
         let movable = w.cpus[i as usize]
             .rq
             .iter()
-            .any(|&t| allowed(w, t, this_cpu));
+            .any(|&t| cpumask_test_cpu(w, t, this_cpu));
         if movable && src.is_none_or(|(_, n)| nr > n) {
             src = Some((i, nr));
         }
@@ -621,7 +621,7 @@ pub fn sched_balance_rq(
             .rq
             .iter()
             .copied()
-            .find(|&t| allowed(w, t, this_cpu))
+            .find(|&t| cpumask_test_cpu(w, t, this_cpu))
         else {
             break;
         };
@@ -631,7 +631,8 @@ pub fn sched_balance_rq(
     moved
 }
 
-/// Does any live task let the fair class place it? (Worlds whose tasks
+/// kernel/sched/fair.c (no function: the model's gate) Does any live task
+/// let the fair class place it? (Worlds whose tasks
 /// are all pinned, the checker's among them, never touch the balancing
 /// state.)
 pub fn placement_active(w: &World) -> bool {
@@ -640,13 +641,15 @@ pub fn placement_active(w: &World) -> bool {
         .any(|t| t.cpus_allowed_all && t.state != TaskState::Exited)
 }
 
-/// `sds->prefer_sibling`: the child domain has `SD_PREFER_SIBLING`
+/// kernel/sched/fair.c: `update_sd_lb_stats`'s `sds->prefer_sibling`: the
+/// child domain has `SD_PREFER_SIBLING`
 /// (`sd_init` sets it on every level but the NUMA ones).
 fn prefer_sibling(topo: &machine::Topology, level: usize) -> bool {
     level > 0 && topo.levels[level - 1].flags & SD_NUMA == 0
 }
 
-/// Cores in a group of `weight` CPUs (`sgs->cores`: SMT siblings count once).
+/// kernel/sched/fair.c: `update_sg_lb_stats`'s `sgs->cores`: cores in a
+/// group of `weight` CPUs (SMT siblings count once).
 fn cores(topo: &machine::Topology, weight: u32) -> u32 {
     match topo.levels.first() {
         Some(l) if l.flags & machine::topology::SD_SHARE_CPUCAPACITY != 0 => {
@@ -680,11 +683,11 @@ fn sibling_imbalance(
     }
 }
 
-/// kernel/sched/fair.c: `calculate_imbalance` for a local group with
+/// kernel/sched/fair.c: `calculate_imbalance`, the branch for a local group with
 /// spare capacity (`migrate_task`): the tasks-per-core difference with
 /// `SD_PREFER_SIBLING` or single-CPU groups, else the idle-CPU difference;
 /// NUMA allows its small imbalance; half of it moves.
-fn has_spare_imbalance(
+fn calculate_imbalance_has_spare(
     topo: &machine::Topology,
     level: usize,
     sd: &machine::topology::SdLevel,
@@ -703,9 +706,9 @@ fn has_spare_imbalance(
     imb >> 1
 }
 
-/// Some CPU's runqueue holds a queued task that may move to another CPU
+/// kernel/sched/sched.h: `get_rd_overloaded`: some CPU's runqueue holds a queued task that may move to another CPU
 /// (the root domain's `overloaded`, restricted to what can be pulled).
-fn rd_overloaded(w: &World) -> bool {
+fn get_rd_overloaded(w: &World) -> bool {
     w.cpus
         .iter()
         .any(|c| c.rq.iter().any(|&t| w.tasks[t as usize].cpus_allowed_all))
@@ -717,7 +720,7 @@ fn rd_overloaded(w: &World) -> bool {
 pub fn sched_balance_newidle(w: &mut World, this_cpu: CpuId, fx: &mut Effects) -> u32 {
     let now = w.now;
     w.cpus[this_cpu as usize].fair.idle_stamp = Some(now);
-    if !rd_overloaded(w) {
+    if !get_rd_overloaded(w) {
         return 0;
     }
     let mut pulled = 0;
@@ -738,7 +741,7 @@ pub fn sched_balance_newidle(w: &mut World, this_cpu: CpuId, fx: &mut Effects) -
 
 /// kernel/sched/fair.c: `get_sd_balance_interval`, ns: the span in ms
 /// (`sd->min_interval`), times `busy_factor` on a busy CPU.
-fn balance_interval(w: &World, level: usize, busy: bool) -> Time {
+fn get_sd_balance_interval(w: &World, level: usize, busy: bool) -> Time {
     let ms = w.cfg.topology.levels[level].span as Time * if busy { BUSY_FACTOR } else { 1 };
     ms * 1_000_000
 }
@@ -756,7 +759,7 @@ pub fn sched_balance_domains(
     let mut pulled = 0;
     for l in 0..w.cfg.topology.levels.len() {
         let last = w.cpus[cpu as usize].fair.last_balance[l];
-        if now < last + balance_interval(w, l, busy) {
+        if now < last + get_sd_balance_interval(w, l, busy) {
             continue;
         }
         w.cpus[cpu as usize].fair.last_balance[l] = now;
@@ -776,7 +779,7 @@ pub fn sched_balance_domains(
 /// balance: every idle CPU, in `for_each_cpu_wrap` order from `cpu + 1`,
 /// balances its domains as `CPU_IDLE`.
 pub fn sched_balance_trigger(w: &mut World, cpu: CpuId, fx: &mut Effects) {
-    if !rd_overloaded(w) {
+    if !get_rd_overloaded(w) {
         return;
     }
     let mut pulled = sched_balance_domains(w, cpu, CpuIdleType::NotIdle, fx);
@@ -792,10 +795,10 @@ pub fn sched_balance_trigger(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     w.counters.sched_balance_pulls += pulled as u64;
 }
 
-/// kernel/sched/core.c: `try_to_wake_up` → `select_task_rq` for a task of
+/// kernel/sched/core.c: `select_task_rq` (from `try_to_wake_up`) for a task of
 /// the fair class woken on `this_cpu` (an hrtimer or I/O completion there):
 /// the CPU it runs on next. A task pinned to its CPU stays.
-pub fn select_task_rq_wake(w: &World, p: TaskId, this_cpu: CpuId) -> CpuId {
+pub fn select_task_rq(w: &World, p: TaskId, this_cpu: CpuId) -> CpuId {
     let t = &w.tasks[p as usize];
     if !t.cpus_allowed_all || t.rt || t.state == TaskState::Exited {
         return t.cpu;
