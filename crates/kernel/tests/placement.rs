@@ -318,3 +318,28 @@ fn the_idle_task_keeps_the_last_mm() {
         assert_eq!(w.cpus[4].tlbstate.is_lazy, arch == "x86");
     }
 }
+
+/// A remote waker (the rule LTP mmapstress01's parent meets when a child's
+/// exit wakes it from `wait()`): the parent slept on hart 1, the waker runs
+/// on hart 6 in the other cluster. An exiting waker's wake-up is not sync
+/// (`select_task_rq_fair`: `WF_SYNC && !(current->flags & PF_EXITING)`):
+/// `wake_affine_idle` returns the idle previous hart, so the parent stays
+/// on 1. If something else runs on hart 1, `wake_affine_weight` still
+/// prefers prev (waker's CPU: 2 tasks' load x 100, prev: 1 x 108), and
+/// `select_idle_sibling` moves it to the first idle hart of prev's LLC
+/// after prev (2). A sync wake-up from a waker alone on its hart (a pipe,
+/// not an exit) would instead take the waker's hart as target and land on
+/// an idle hart of the waker's LLC (7, after the busy 6).
+#[test]
+fn a_remote_wake_up_moves_a_task_only_if_its_hart_is_busy() {
+    let mut w = machine(8, &[]);
+    let p = task(&mut w, 1, true);
+    w.tasks[p as usize].state = TaskState::Sleeping;
+    w.set_curr(1, None);
+    schedule(&mut w, 1, &mut Effects::default());
+    task(&mut w, 6, false); // the waker
+    assert_eq!(select_task_rq_fair_wake(&w, p, 1, 6, false), 1);
+    assert_eq!(select_task_rq_fair_wake(&w, p, 1, 6, true), 7);
+    task(&mut w, 1, false); // hart 1 is now busy
+    assert_eq!(select_task_rq_fair_wake(&w, p, 1, 6, false), 2);
+}
