@@ -726,8 +726,8 @@ pub fn sched_balance_newidle(w: &mut World, this_cpu: CpuId, fx: &mut Effects) -
     let mut pulled = 0;
     for l in 0..w.cfg.topology.levels.len() {
         if w.cfg.topology.levels[l].flags & SD_BALANCE_NEWIDLE != 0 {
+            // (New-idle balancing leaves sd->last_balance alone.)
             pulled = sched_balance_rq(w, this_cpu as u32, l, CpuIdleType::NewlyIdle, fx);
-            w.cpus[this_cpu as usize].fair.last_balance[l] = now;
         }
         if pulled > 0 {
             break;
