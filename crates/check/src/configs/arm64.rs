@@ -45,9 +45,7 @@ pub(super) fn asid_rollover(s: &Scenario) -> Result<World, Error> {
         write: false,
     };
     for _ in 0..4 {
-        let mm = w.mm_alloc()?;
-        w.add_vma(mm, P, PAGE_SIZE);
-        kernel::mm::memory::populate_range(&mut w, mm, P, P + PAGE_SIZE)?;
+        let mm = process_with_p(&mut w)?;
         w.spawn(
             mm,
             0,
@@ -71,13 +69,8 @@ pub(super) fn asid_fastpath_vs_rollover(s: &Scenario) -> Result<World, Error> {
         addr: P,
         write: false,
     };
-    let mut mm = || -> Result<kernel::MmId, Error> {
-        let m = w.mm_alloc()?;
-        w.add_vma(m, P, PAGE_SIZE);
-        kernel::mm::memory::populate_range(&mut w, m, P, P + PAGE_SIZE)?;
-        Ok(m)
-    };
-    let (x, y, a, b) = (mm()?, mm()?, mm()?, mm()?);
+    let (x, y) = (process_with_p(&mut w)?, process_with_p(&mut w)?);
+    let (a, b) = (process_with_p(&mut w)?, process_with_p(&mut w)?);
     let switcher = vec![read.clone(), UserOp::Yield, read.clone(), UserOp::Exit];
     w.spawn(x, 1, switcher.clone(), true);
     w.spawn(y, 1, switcher, true);
@@ -86,4 +79,12 @@ pub(super) fn asid_fastpath_vs_rollover(s: &Scenario) -> Result<World, Error> {
     w.spawn(a, 0, once.clone(), true);
     w.spawn(b, 0, once, true);
     Ok(w)
+}
+
+/// A new process (mm) with page P mapped and populated.
+fn process_with_p(w: &mut World) -> Result<kernel::MmId, Error> {
+    let mm = w.mm_alloc()?;
+    w.add_vma(mm, P, PAGE_SIZE);
+    kernel::mm::memory::populate_range(w, mm, P, P + PAGE_SIZE)?;
+    Ok(mm)
 }
