@@ -30,9 +30,66 @@ pub const RESULT_MARK: &str = "TLBLAB-RESULT ";
 /// Marker of an agent error line on the guest's console.
 pub const ERROR_MARK: &str = "TLBLAB-ERROR ";
 
+/// The guest's architecture: x86-64 boots this host's own kernel and
+/// executable; riscv64 and arm64 boot Debian's 6.12 kernel of that
+/// architecture (scripts/install-guest-cross.sh) under QEMU TCG with the
+/// cross-built static agent (scripts/build-guest-agent.sh) as PID 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GuestArch {
+    X86_64,
+    Riscv64,
+    Arm64,
+}
+
+impl GuestArch {
+    /// `x86_64` (or `x86`), `riscv64` (or `riscv`), `arm64` (or `aarch64`).
+    pub fn parse(s: &str) -> Result<GuestArch, Error> {
+        match s {
+            "x86_64" | "x86" => Ok(GuestArch::X86_64),
+            "riscv64" | "riscv" => Ok(GuestArch::Riscv64),
+            "arm64" | "aarch64" => Ok(GuestArch::Arm64),
+            other => Err(Error::Config(format!(
+                "--arch {other} (expected x86_64, riscv64 or arm64)"
+            ))),
+        }
+    }
+    /// Debian's name of the architecture (the cache's subdirectory).
+    pub fn name(self) -> &'static str {
+        match self {
+            GuestArch::X86_64 => "x86_64",
+            GuestArch::Riscv64 => "riscv64",
+            GuestArch::Arm64 => "arm64",
+        }
+    }
+    /// The model's `machine.arch`.
+    pub fn model_arch(self) -> &'static str {
+        match self {
+            GuestArch::X86_64 => "x86",
+            GuestArch::Riscv64 => "riscv",
+            GuestArch::Arm64 => "arm64",
+        }
+    }
+    fn qemu(self) -> &'static str {
+        match self {
+            GuestArch::X86_64 => "qemu-system-x86_64",
+            GuestArch::Riscv64 => "qemu-system-riscv64",
+            GuestArch::Arm64 => "qemu-system-aarch64",
+        }
+    }
+    /// The Rust target the guest agent is cross-built for.
+    pub fn rust_target(self) -> &'static str {
+        match self {
+            GuestArch::X86_64 => "x86_64-unknown-linux-gnu",
+            GuestArch::Riscv64 => "riscv64gc-unknown-linux-gnu",
+            GuestArch::Arm64 => "aarch64-unknown-linux-gnu",
+        }
+    }
+}
+
 /// What the guest should run.
 #[derive(Clone, Debug)]
 pub struct GuestPlan {
+    pub arch: GuestArch,
     pub cpus: u32,
     /// Boot with the paravirtual flush offered (KVM only).
     pub paravirt: bool,
@@ -41,6 +98,9 @@ pub struct GuestPlan {
     /// MiB collapsed per MADV_COLLAPSE round (a multiple of 2).
     pub collapse_mib: u64,
     pub collapse_rounds: u64,
+    /// Children forked in all by the mmapstress01-like fork rows (one run
+    /// with a single child alive, one with LTP's min(cpus − 1, 20)); 0: none.
+    pub forks: u64,
     /// Give up on a guest that has not powered off by then.
     pub timeout: Duration,
 }
@@ -56,6 +116,91 @@ pub struct GuestRun {
     /// Fraction of the madvise run each busy vCPU spent preempted (steal time).
     pub steal_fraction: f64,
     pub collapse: HostReport,
+    /// mmapstress01 with one child alive at a time (fork + exit), if run.
+    pub fork_one: Option<HostReport>,
+    /// mmapstress01 with LTP's number of children alive, if run.
+    pub fork_ltp: Option<HostReport>,
+}
+
+/// Where scripts/install-guest-cross.sh unpacks the cross kernels
+/// (`$TLBLAB_GUEST_CACHE`, default /var/cache/tlblab-guest).
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("TLBLAB_GUEST_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/tlblab-guest"))
+}
+
+/// What a guest of `arch` needs on this host: QEMU, the kernel, and the
+/// executable to run as PID 1 (x86-64: this one; riscv64 and arm64: the
+/// cross-built static agent), or why it cannot.
+pub fn prerequisites_for(arch: GuestArch) -> Result<(PathBuf, PathBuf, PathBuf), Error> {
+    if arch == GuestArch::X86_64 {
+        let (q, k) = prerequisites()?;
+        let exe = std::env::current_exe()
+            .map_err(|e| Error::Unsupported(format!("cannot find this executable: {e}")))?;
+        return Ok((q, k, exe));
+    }
+    let a = arch.name();
+    let install = format!("run scripts/install-guest-cross.sh {a} (as root)");
+    let qemu = which(arch.qemu())
+        .ok_or_else(|| Error::Unsupported(format!("{} not found; {install}", arch.qemu())))?;
+    if arch == GuestArch::Riscv64 && which("dtc").is_none() {
+        return Err(Error::Unsupported(format!(
+            "dtc not found (the RISC-V AIA device-tree workaround needs it); {install}"
+        )));
+    }
+    let kernel = cross_kernel(arch).ok_or_else(|| {
+        Error::Unsupported(format!(
+            "no {a} guest kernel in {}/{a}/boot; {install}",
+            cache_dir().display()
+        ))
+    })?;
+    let agent = guest_agent(arch).ok_or_else(|| {
+        Error::Unsupported(format!(
+            "no {a} guest agent (target/{}/guest/tlblab-guest); run scripts/build-guest-agent.sh {a}",
+            arch.rust_target()
+        ))
+    })?;
+    Ok((qemu, kernel, agent))
+}
+
+/// The kernel of a cross guest: `$TLBLAB_GUEST_KERNEL_<ARCH>` or the newest
+/// `vmlinu*` the install script unpacked.
+fn cross_kernel(arch: GuestArch) -> Option<PathBuf> {
+    let var = format!("TLBLAB_GUEST_KERNEL_{}", arch.name().to_uppercase());
+    if let Some(k) = std::env::var_os(var) {
+        return Some(PathBuf::from(k));
+    }
+    let mut v: Vec<PathBuf> = std::fs::read_dir(cache_dir().join(arch.name()).join("boot"))
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("vmlinu") && !n.ends_with(".sig"))
+        })
+        .collect();
+    v.sort();
+    v.pop()
+}
+
+/// The cross-built agent: `$TLBLAB_GUEST_AGENT_<ARCH>`, or
+/// `<target>/<triple>/guest/tlblab-guest` in the target directory this
+/// executable was built in (scripts/build-guest-agent.sh).
+pub fn guest_agent(arch: GuestArch) -> Option<PathBuf> {
+    let var = format!("TLBLAB_GUEST_AGENT_{}", arch.name().to_uppercase());
+    if let Some(a) = std::env::var_os(var) {
+        return Some(PathBuf::from(a));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let rel = Path::new(arch.rust_target())
+        .join("guest")
+        .join("tlblab-guest");
+    exe.ancestors()
+        .skip(1)
+        .take(4)
+        .map(|d| d.join(&rel))
+        .find(|p| p.is_file())
 }
 
 /// The guest kernel and QEMU this host would use, or why it cannot.
@@ -219,6 +364,12 @@ fn shared_libraries(exe: &Path) -> Result<Vec<PathBuf>, Error> {
 
 /// An initramfs holding `exe` as `/bin/tlblab` and what it links against.
 pub fn initramfs(exe: &Path) -> Result<Vec<u8>, Error> {
+    initramfs_with(exe, true)
+}
+
+/// An initramfs holding `exe` as `/bin/tlblab`, with the shared libraries
+/// `ldd` names for it when `libs` (a static cross-built agent has none).
+fn initramfs_with(exe: &Path, libs: bool) -> Result<Vec<u8>, Error> {
     let read = |p: &Path| {
         std::fs::read(p)
             .map_err(|e| Error::Unsupported(format!("cannot read {}: {e}", p.display())))
@@ -231,7 +382,12 @@ pub fn initramfs(exe: &Path) -> Result<Vec<u8>, Error> {
     c.chardev("dev/null", 1, 3);
     c.file("bin/tlblab", 0o755, &read(exe)?);
     let mut dirs = std::collections::BTreeSet::new();
-    for lib in shared_libraries(exe)? {
+    let libs = if libs {
+        shared_libraries(exe)?
+    } else {
+        Vec::new()
+    };
+    for lib in libs {
         let rel = lib.to_string_lossy().trim_start_matches('/').to_string();
         let mut acc = String::new();
         for part in Path::new(&rel).parent().into_iter().flat_map(|p| p.iter()) {
@@ -284,7 +440,13 @@ fn initrd_memfd(img: &[u8]) -> Result<std::fs::File, Error> {
 
 /// Boot the guest once and collect the agent's results.
 pub fn run(plan: &GuestPlan) -> Result<GuestRun, Error> {
-    let (qemu, kernel) = prerequisites()?;
+    let (qemu, kernel, exe) = prerequisites_for(plan.arch)?;
+    let cross = plan.arch != GuestArch::X86_64;
+    if !cross && plan.forks > 0 {
+        return Err(Error::Unsupported(
+            "the fork rows run in the riscv64 and arm64 guests only".into(),
+        ));
+    }
     if !(2..=64).contains(&plan.cpus) {
         return Err(Error::Range(format!(
             "--cpus {} (allowed 2..=64 vCPUs)",
@@ -297,39 +459,71 @@ pub fn run(plan: &GuestPlan) -> Result<GuestRun, Error> {
             plan.collapse_mib
         )));
     }
-    let kvm = kvm_usable();
+    let kvm = !cross && kvm_usable();
     if plan.paravirt && !kvm {
         return Err(Error::Unsupported(format!(
             "the paravirtual TLB flush needs a KVM guest: {}",
             kvm_unusable_reason().unwrap_or("KVM unusable")
         )));
     }
-    let exe = std::env::current_exe()
-        .map_err(|e| Error::Unsupported(format!("cannot find this executable: {e}")))?;
-    let initrd = initrd_memfd(&initramfs(&exe)?)?;
+    let initrd = initrd_memfd(&initramfs_with(&exe, !cross)?)?;
     let initrd_path = {
         use std::os::fd::AsRawFd;
         format!("/dev/fd/{}", initrd.as_raw_fd())
     };
-    let mem_mib = 2048 + plan.collapse_mib * 2;
-    let cpu = match (kvm, plan.paravirt) {
-        (true, true) => "host",
-        (true, false) => "host,kvm-pv-tlb-flush=off",
-        (false, _) => "max",
+    let mem_mib = if cross { 1024 } else { 2048 } + plan.collapse_mib * 2;
+    let cpu = match (plan.arch, kvm, plan.paravirt) {
+        (GuestArch::X86_64, true, true) => "host",
+        (GuestArch::X86_64, true, false) => "host,kvm-pv-tlb-flush=off",
+        (GuestArch::X86_64, false, _) => "max",
+        (GuestArch::Riscv64, ..) => "rv64",
+        // Pointer authentication with QEMU's own algorithm: ~3x faster
+        // under TCG than the architected one.
+        (GuestArch::Arm64, ..) => "max,pauth-impdef=on",
     };
-    let append = format!(
-        "console=ttyS0 quiet panic=-1 rdinit=/bin/tlblab -- guest-agent --madvise-iterations {} --collapse-mib {} --collapse-rounds {}",
+    let console = match plan.arch {
+        GuestArch::X86_64 | GuestArch::Riscv64 => "ttyS0",
+        GuestArch::Arm64 => "ttyAMA0",
+    };
+    let mut append = format!(
+        "console={console} quiet panic=-1 rdinit=/bin/tlblab -- guest-agent --madvise-iterations {} --collapse-mib {} --collapse-rounds {}",
         plan.madvise_iterations, plan.collapse_mib, plan.collapse_rounds
     );
-    let mut cmd = Command::new(qemu);
+    if cross {
+        append.push_str(&format!(" --forks {}", plan.forks));
+    }
+    // RISC-V: the AIA machine (IMSIC IPIs, so remote flushes are IPIs that
+    // /proc/interrupts counts, not SBI remote fences), with its device tree
+    // patched (see `riscv_aia_dtb`).
+    let scratch = Scratch::new()?;
+    let machine = match plan.arch {
+        GuestArch::X86_64 => None,
+        GuestArch::Riscv64 => Some("virt,aia=aplic-imsic".to_string()),
+        GuestArch::Arm64 => Some("virt,gic-version=3".to_string()),
+    };
+    let mut cmd = Command::new(&qemu);
     cmd.args([
         "-nodefaults",
         "-nographic",
         "-no-reboot",
         "-serial",
         "stdio",
+    ]);
+    if let Some(m) = &machine {
+        cmd.args(["-machine", m, "-nic", "none"]);
+    }
+    if plan.arch == GuestArch::Riscv64 {
+        let dtb = riscv_aia_dtb(&qemu, plan.cpus, mem_mib, &scratch.0)?;
+        cmd.arg("-dtb").arg(dtb);
+    }
+    cmd.args([
+        "-accel",
+        match (kvm, cross) {
+            (true, _) => "kvm",
+            (false, false) => "tcg",
+            (false, true) => "tcg,thread=multi",
+        },
     ])
-    .args(["-accel", if kvm { "kvm" } else { "tcg" }])
     .args(["-cpu", cpu])
     .args(["-smp", &plan.cpus.to_string()])
     .args(["-m", &mem_mib.to_string()])
@@ -418,7 +612,16 @@ pub fn run(plan: &GuestPlan) -> Result<GuestRun, Error> {
         serde_json::from_value(v["report"].clone())
             .map_err(|e| Error::Unsupported(format!("corrupt {kind} report from the guest: {e}")))
     };
+    let optional = |kind: &str| -> Result<Option<HostReport>, Error> {
+        match results.iter().find(|v| v["kind"] == kind) {
+            None => Ok(None),
+            Some(_) => report(kind).map(Some),
+        }
+    };
+    drop(scratch);
     Ok(GuestRun {
+        fork_one: optional("fork_one")?,
+        fork_ltp: optional("fork_ltp")?,
         kernel: agent["kernel"].as_str().unwrap_or("?").to_string(),
         accel: if kvm { "kvm" } else { "tcg" },
         pv_tlb_flush: agent["pv_tlb_flush"].as_bool().unwrap_or(false),
@@ -426,6 +629,113 @@ pub fn run(plan: &GuestPlan) -> Result<GuestRun, Error> {
         madvise: report("madvise_dontneed")?,
         collapse: report("khugepaged_collapse")?,
     })
+}
+
+/// A scratch directory of this process, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Result<Scratch, Error> {
+        let d = std::env::temp_dir().join(format!(
+            "tlblab-guest-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::create_dir_all(&d)
+            .map_err(|e| Error::Unsupported(format!("cannot create {}: {e}", d.display())))?;
+        Ok(Scratch(d))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// QEMU 7.2's `virt,aia=aplic-imsic` device tree, minus the wired
+/// interrupts of the UART and the RTC: with them a 6.12 kernel locks up in
+/// boot (their APLIC lines storm). Dumped by QEMU for this vCPU count and
+/// memory size, edited with `dtc`; the UART then runs polled.
+fn riscv_aia_dtb(qemu: &Path, cpus: u32, mem_mib: u64, dir: &Path) -> Result<PathBuf, Error> {
+    let (raw, dts, out) = (
+        dir.join("aia.dtb"),
+        dir.join("aia.dts"),
+        dir.join("guest.dtb"),
+    );
+    let run = |cmd: &mut Command, what: &str| -> Result<(), Error> {
+        let o = cmd
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| Error::Unsupported(format!("{what}: {e}")))?;
+        if !o.status.success() {
+            return Err(Error::Unsupported(format!(
+                "{what} failed: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            )));
+        }
+        Ok(())
+    };
+    run(
+        Command::new(qemu)
+            .args(["-nodefaults", "-nographic", "-cpu", "rv64"])
+            .arg("-machine")
+            .arg(format!("virt,aia=aplic-imsic,dumpdtb={}", raw.display()))
+            .args(["-smp", &cpus.to_string(), "-m", &mem_mib.to_string()]),
+        "dumping the RISC-V device tree",
+    )?;
+    run(
+        Command::new("dtc")
+            .args(["-q", "-I", "dtb", "-O", "dts", "-o"])
+            .arg(&dts)
+            .arg(&raw),
+        "dtc (decompile)",
+    )?;
+    let text = std::fs::read_to_string(&dts)
+        .map_err(|e| Error::Unsupported(format!("cannot read {}: {e}", dts.display())))?;
+    std::fs::write(
+        &dts,
+        strip_wired_interrupts(&text, &["serial@10000000", "rtc@101000"]),
+    )
+    .map_err(|e| Error::Unsupported(format!("cannot write {}: {e}", dts.display())))?;
+    run(
+        Command::new("dtc")
+            .args(["-q", "-I", "dts", "-O", "dtb", "-o"])
+            .arg(&out)
+            .arg(&dts),
+        "dtc (compile)",
+    )?;
+    Ok(out)
+}
+
+/// `dts` without the `interrupts` and `interrupt-parent` properties of the
+/// named nodes.
+fn strip_wired_interrupts(dts: &str, nodes: &[&str]) -> String {
+    let mut out = String::with_capacity(dts.len());
+    let mut depth_in: Option<usize> = None;
+    let mut depth = 0usize;
+    for line in dts.lines() {
+        let t = line.trim();
+        if t.ends_with('{') {
+            depth += 1;
+            if depth_in.is_none() && nodes.iter().any(|n| t.starts_with(&format!("{n} "))) {
+                depth_in = Some(depth);
+            }
+        }
+        let drop = depth_in == Some(depth)
+            && (t.starts_with("interrupts =") || t.starts_with("interrupt-parent ="));
+        if t.starts_with('}') {
+            if depth_in == Some(depth) {
+                depth_in = None;
+            }
+            depth = depth.saturating_sub(1);
+        }
+        if !drop {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 fn tail(lines: &[String]) -> String {
@@ -453,8 +763,19 @@ fn cpu_times() -> Vec<(u64, u64)> {
 /// The guest side: PID 1 in the initramfs. Mounts what the benchmarks read,
 /// runs them, prints the results on the console and powers off.
 pub fn agent_main(madvise_iterations: u64, collapse_mib: u64, collapse_rounds: u64) -> ! {
+    agent_main_with(madvise_iterations, collapse_mib, collapse_rounds, 0)
+}
+
+/// [`agent_main`] with the fork rows: `forks` children in all per
+/// mmapstress01 run (0: none).
+pub fn agent_main_with(
+    madvise_iterations: u64,
+    collapse_mib: u64,
+    collapse_rounds: u64,
+    forks: u64,
+) -> ! {
     let mut out = std::io::stdout();
-    let result = agent(madvise_iterations, collapse_mib, collapse_rounds);
+    let result = agent(madvise_iterations, collapse_mib, collapse_rounds, forks);
     match result {
         Ok(lines) => {
             for l in lines {
@@ -466,6 +787,15 @@ pub fn agent_main(madvise_iterations: u64, collapse_mib: u64, collapse_rounds: u
         }
     }
     let _ = out.flush();
+    // SAFETY: tcdrain on stdout; waits until the console has sent it all.
+    unsafe {
+        libc::tcdrain(1);
+    }
+    // The RISC-V guest's UART runs polled (no wired interrupt, see
+    // `riscv_aia_dtb`): give it a moment before the power goes.
+    if cfg!(not(target_arch = "x86_64")) && std::process::id() == 1 {
+        std::thread::sleep(Duration::from_millis(500));
+    }
     power_off()
 }
 
@@ -473,6 +803,7 @@ fn agent(
     madvise_iterations: u64,
     collapse_mib: u64,
     collapse_rounds: u64,
+    forks: u64,
 ) -> Result<Vec<String>, Error> {
     if std::process::id() == 1 {
         mount("proc", "/proc", "proc")?;
@@ -509,14 +840,25 @@ fn agent(
         steal += b.1.saturating_sub(a.1);
     }
     let enc = |v: serde_json::Value| serde_json::to_string(&v).expect("json");
-    Ok(vec![
-        enc(serde_json::json!({"kind": "madvise_dontneed", "report": madvise})),
-        enc(serde_json::json!({"kind": "khugepaged_collapse", "report": collapse})),
-        enc(serde_json::json!({
-            "kind": "agent", "kernel": kernel, "pv_tlb_flush": pv, "cpus": ncpu,
-            "steal_fraction": steal as f64 / total.max(1) as f64,
-        })),
-    ])
+    let mut forked = Vec::new();
+    if forks > 0 {
+        // A 4 KiB shared file, as the model's mmapstress01 scenario.
+        let one = crate::mmapstress::run(1, 4096, forks)?;
+        forked.push(enc(serde_json::json!({"kind": "fork_one", "report": one})));
+        let ltp = crate::mmapstress::run(0, 4096, forks)?;
+        forked.push(enc(serde_json::json!({"kind": "fork_ltp", "report": ltp})));
+    }
+    Ok(forked
+        .into_iter()
+        .chain([
+            enc(serde_json::json!({"kind": "madvise_dontneed", "report": madvise})),
+            enc(serde_json::json!({"kind": "khugepaged_collapse", "report": collapse})),
+            enc(serde_json::json!({
+                "kind": "agent", "kernel": kernel, "pv_tlb_flush": pv, "cpus": ncpu,
+                "steal_fraction": steal as f64 / total.max(1) as f64,
+            })),
+        ])
+        .collect())
 }
 
 fn mount(src: &str, target: &str, fstype: &str) -> Result<(), Error> {
@@ -579,5 +921,25 @@ mod tests {
         let s = String::from_utf8_lossy(&b);
         assert!(s.contains("TRAILER!!!"));
         assert!(s.contains("abcde"));
+    }
+
+    #[test]
+    fn riscv_dtb_loses_only_the_uart_and_rtc_interrupts() {
+        let dts = "/ {\n\tsoc {\n\t\trtc@101000 {\n\t\t\tinterrupts = <0x0b 0x04>;\n\t\t\tinterrupt-parent = <0x05>;\n\t\t\treg = <0x00>;\n\t\t};\n\t\tserial@10000000 {\n\t\t\tinterrupts = <0x0a 0x04>;\n\t\t\tinterrupt-parent = <0x05>;\n\t\t\tclock-frequency = <0x384000>;\n\t\t};\n\t\tvirtio_mmio@10001000 {\n\t\t\tinterrupts = <0x01 0x04>;\n\t\t\tinterrupt-parent = <0x05>;\n\t\t};\n\t};\n};\n";
+        let s = strip_wired_interrupts(dts, &["serial@10000000", "rtc@101000"]);
+        assert_eq!(s.matches("interrupts =").count(), 1, "{s}");
+        assert_eq!(s.matches("interrupt-parent =").count(), 1, "{s}");
+        assert!(s.contains("clock-frequency") && s.contains("reg = <0x00>"));
+        assert!(s.contains("virtio_mmio@10001000 {\n\t\t\tinterrupts = <0x01"));
+    }
+
+    #[test]
+    fn arch_names() {
+        for a in ["x86_64", "riscv64", "arm64"] {
+            assert_eq!(GuestArch::parse(a).unwrap().name(), a);
+        }
+        assert_eq!(GuestArch::parse("aarch64").unwrap(), GuestArch::Arm64);
+        assert_eq!(GuestArch::parse("riscv").unwrap().model_arch(), "riscv");
+        assert!(GuestArch::parse("mips").is_err());
     }
 }

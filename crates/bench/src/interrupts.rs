@@ -3,7 +3,17 @@
 use machine::Error;
 use std::collections::BTreeMap;
 
-/// Per-CPU counts of the named rows (e.g. `TLB`, `CAL`, `RES`).
+/// The numbered IPI rows of arm64 and RISC-V (`IPI0:` ... with the
+/// kernel's description at the end, arch/arm64/kernel/smp.c `ipi_types`,
+/// arch/riscv/kernel/smp.c `ipi_names`) that x86's rows name.
+const IPI_ALIASES: [(&str, &str); 2] = [
+    ("RES", "Rescheduling interrupts"),
+    ("CAL", "Function call interrupts"),
+];
+
+/// Per-CPU counts of the named rows (e.g. `TLB`, `CAL`, `RES`). On arm64
+/// and RISC-V, `RES` and `CAL` read the `IPIn` rows of the same meaning and
+/// `TLB` (which neither has) reads as zeros.
 pub fn parse(text: &str, rows: &[&str]) -> Result<BTreeMap<String, Vec<u64>>, Error> {
     let mut lines = text.lines();
     let header = lines
@@ -18,23 +28,54 @@ pub fn parse(text: &str, rows: &[&str]) -> Result<BTreeMap<String, Vec<u64>>, Er
             "/proc/interrupts has no CPU header line".into(),
         ));
     }
+    let ipi_numbered = text.lines().any(|l| l.trim_start().starts_with("IPI0:"));
     let mut out = BTreeMap::new();
     for line in lines {
         let mut f = line.split_whitespace();
         let Some(name) = f.next().and_then(|n| n.strip_suffix(':')) else {
             continue;
         };
+        let counts: Vec<u64> = f
+            .by_ref()
+            .take(ncpu)
+            .map_while(|v| v.parse().ok())
+            .collect();
+        // arm64 and RISC-V number their IPI rows (IPI0, IPI1, ...); the x86
+        // names stand for the rows of the same meaning there.
+        let desc = f.collect::<Vec<_>>().join(" ");
+        let alias = name
+            .starts_with("IPI")
+            .then(|| {
+                IPI_ALIASES
+                    .iter()
+                    .find(|(_, d)| *d == desc)
+                    .map(|(x86, _)| *x86)
+            })
+            .flatten();
+        let name = match alias {
+            Some(a) if rows.contains(&a) && !rows.contains(&name) => a,
+            _ => name,
+        };
         if !rows.contains(&name) {
             continue;
         }
-        let counts: Vec<u64> = f.take(ncpu).map_while(|v| v.parse().ok()).collect();
         if counts.len() != ncpu {
             return Err(Error::Unsupported(format!(
                 "/proc/interrupts row {name} has {} counts for {ncpu} CPUs",
                 counts.len()
             )));
         }
-        out.insert(name.to_string(), counts);
+        if ipi_numbered {
+            out.entry(name.to_string()).or_insert(counts);
+        } else {
+            out.insert(name.to_string(), counts);
+        }
+    }
+    // No TLB-shootdown row on arm64 (broadcast TLBI, no IPI) or RISC-V
+    // (remote flushes are call-function IPIs, in CAL): zero, not missing.
+    if ipi_numbered && rows.contains(&"TLB") {
+        out.entry("TLB".to_string())
+            .or_insert_with(|| vec![0; ncpu]);
     }
     if let Some(missing) = rows.iter().find(|r| !out.contains_key(**r)) {
         return Err(Error::Unsupported(format!(
@@ -84,6 +125,19 @@ mod tests {
             &parse(&SAMPLE.replace("78572", "78600"), &["TLB", "CAL", "RES"]).unwrap(),
         );
         assert_eq!(d["TLB"], vec![28, 0]);
+    }
+
+    #[test]
+    fn numbered_ipi_rows_of_arm64_and_riscv() {
+        // RISC-V 6.12 under QEMU with AIA (IMSIC IPIs).
+        let rv = "           CPU0       CPU1       \n 10:        512        480  RISC-V INTC   5 Edge      riscv-timer\nIPI0:        30         41  Rescheduling interrupts\nIPI1:       900        870  Function call interrupts\nIPI2:         0          0  CPU stop interrupts\n";
+        let r = parse(rv, &["TLB", "CAL", "RES"]).unwrap();
+        assert_eq!(r["CAL"], vec![900, 870]);
+        assert_eq!(r["RES"], vec![30, 41]);
+        assert_eq!(r["TLB"], vec![0, 0]);
+        let r = parse(rv, &["IPI1"]).unwrap();
+        assert_eq!(r["IPI1"], vec![900, 870]);
+        assert!(parse(SAMPLE, &["IPI1"]).is_err());
     }
 
     #[test]

@@ -16,6 +16,15 @@ pub struct Args {
     /// vCPUs of the guest (with --guest).
     #[arg(long, default_value_t = 8)]
     cpus: u32,
+    /// Architecture of the guest (with --guest): x86_64 (this host's kernel,
+    /// KVM when usable), riscv64 or arm64 (Debian's 6.12 kernels under QEMU
+    /// TCG with the cross-built agent: scripts/install-guest-cross.sh, then
+    /// scripts/build-guest-agent.sh).
+    #[arg(long, default_value = "x86_64")]
+    arch: String,
+    /// Children forked per fork row (riscv64 and arm64 guests; 0: no fork rows).
+    #[arg(long, default_value_t = 200)]
+    forks: u64,
     /// Paravirtual TLB flush in the guest: on, off or both (with --guest; on needs KVM).
     #[arg(long, default_value = "both")]
     paravirt: String,
@@ -30,11 +39,22 @@ pub fn main(args: Args) -> Result<u8, Error> {
         iterations,
         guest,
         cpus,
+        arch,
+        forks,
         paravirt,
         timeout,
     } = args;
+    let arch = bench_arch(&arch)?;
+    if guest && arch != GuestArchName::X86_64 {
+        return validate_guest_cross(profile, &arch, iterations, cpus, forks, timeout);
+    }
     if guest {
         return validate_guest(profile, iterations, cpus, &paravirt, timeout);
+    }
+    if arch != GuestArchName::X86_64 {
+        return Err(Error::Config(
+            "--arch riscv64 or arm64 validates against a guest: add --guest".into(),
+        ));
     }
     let p = match profile {
         Some(path) => tlblab::load_profile(Some(&path), machine::scenario::Arch::X86)?,
@@ -150,11 +170,13 @@ fn validate_guest(
     let mut all = true;
     for &pv in modes {
         let plan = bench::guest::GuestPlan {
+            arch: bench::guest::GuestArch::X86_64,
             cpus,
             paravirt: pv,
             madvise_iterations: iterations,
             collapse_mib: 64,
             collapse_rounds: 2,
+            forks: 0,
             timeout: std::time::Duration::from_secs(timeout),
         };
         let v = tlblab::calibrate::validate_guest(&p, &plan)?;
@@ -186,6 +208,261 @@ fn validate_guest(_: Option<String>, _: u64, _: u32, _: &str, _: u64) -> Result<
     Err(Error::Unsupported(
         "validate --guest needs a Linux host".into(),
     ))
+}
+
+/// The guest architecture named by `--arch`.
+#[cfg(target_os = "linux")]
+type GuestArchName = bench::guest::GuestArch;
+
+#[cfg(target_os = "linux")]
+fn bench_arch(s: &str) -> Result<GuestArchName, Error> {
+    bench::guest::GuestArch::parse(s)
+}
+
+#[cfg(not(target_os = "linux"))]
+#[derive(PartialEq)]
+enum GuestArchName {
+    X86_64,
+    Other,
+}
+
+#[cfg(not(target_os = "linux"))]
+fn bench_arch(s: &str) -> Result<GuestArchName, Error> {
+    Ok(if s.starts_with("x86") {
+        GuestArchName::X86_64
+    } else {
+        GuestArchName::Other
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn validate_guest_cross(
+    _: Option<String>,
+    _: &GuestArchName,
+    _: u64,
+    _: u32,
+    _: u64,
+    _: u64,
+) -> Result<u8, Error> {
+    Err(Error::Unsupported(
+        "validate --guest needs a Linux host".into(),
+    ))
+}
+
+/// A guest row of a riscv64 or arm64 guest: IPIs per operation, judged
+/// within validate's count tolerance (10%) or [`CROSS_ABS_SLACK`] IPIs per
+/// op, whichever is larger (a model count of 0 against a guest's stray IPI
+/// every few hundred ops is a match, not an infinite ratio).
+pub struct CrossRow {
+    pub metric: String,
+    pub guest: f64,
+    pub model: f64,
+    /// Judged (false: shown for information).
+    pub judged: bool,
+}
+
+/// Absolute slack of a cross guest's per-op IPI rows.
+pub const CROSS_ABS_SLACK: f64 = 0.05;
+
+impl CrossRow {
+    pub fn ok(&self) -> bool {
+        !self.judged
+            || (self.model - self.guest).abs()
+                <= (tlblab::calibrate::COUNT_TOLERANCE * self.guest.abs()).max(CROSS_ABS_SLACK)
+    }
+}
+
+/// Prints the rows as `validate` does; returns whether all judged rows are ok.
+fn print_cross(rows: &[CrossRow]) -> bool {
+    println!(
+        "{:<36} {:>10} {:>10} {:>8} {:>10}",
+        "metric", "guest", "model", "diff", "within"
+    );
+    for r in rows {
+        let verdict = match (r.judged, r.ok()) {
+            (false, _) => "(info)",
+            (true, true) => "ok",
+            (true, false) => "OUT",
+        };
+        println!(
+            "{:<36} {:>10.3} {:>10.3} {:>+8.3} {:>10}",
+            r.metric,
+            r.guest,
+            r.model,
+            r.model - r.guest,
+            verdict
+        );
+    }
+    rows.iter().all(CrossRow::ok)
+}
+
+/// A row of a guest run per op, less the guest's own background traffic
+/// over the same time where the benchmark measured it (`background_<row>`).
+#[cfg(target_os = "linux")]
+fn per_op(h: &bench::HostReport, row: &str) -> f64 {
+    let bg = h
+        .arch
+        .get(&format!("background_{row}"))
+        .copied()
+        .unwrap_or(0);
+    h.interrupt_totals
+        .get(row)
+        .copied()
+        .unwrap_or(0)
+        .saturating_sub(bg) as f64
+        / h.op_count().max(1) as f64
+}
+
+/// `tlblab validate --guest --arch riscv64|arm64`: one guest boot (Debian's
+/// 6.12 kernel under QEMU TCG, the cross-built agent as PID 1) and the same
+/// workloads in the model at `machine.arch` of the guest and its vCPU count.
+#[cfg(target_os = "linux")]
+fn validate_guest_cross(
+    profile: Option<String>,
+    arch: &GuestArchName,
+    iterations: u64,
+    cpus: u32,
+    forks: u64,
+    timeout: u64,
+) -> Result<u8, Error> {
+    let plan = bench::guest::GuestPlan {
+        arch: *arch,
+        cpus,
+        paravirt: false,
+        madvise_iterations: iterations,
+        collapse_mib: 32,
+        collapse_rounds: 2,
+        forks,
+        timeout: std::time::Duration::from_secs(timeout),
+    };
+    let t0 = std::time::Instant::now();
+    let g = bench::guest::run(&plan)?;
+    let boot_s = t0.elapsed().as_secs_f64();
+    let rows = cross_rows(profile.as_deref(), &plan, &g)?;
+    println!(
+        "guest {} {} (QEMU TCG, {cpus} vCPUs on {} host CPUs, {boot_s:.0} s wall)",
+        arch.name(),
+        g.kernel,
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+    );
+    let ok = print_cross(&rows);
+    Ok(u8::from(!ok))
+}
+
+/// The model's side of a cross guest's rows: the x86 guest's scenarios
+/// (default madvise with `cpus − 1` busy threads, skip-sync-collapse) and
+/// mmapstress01 with the guest's children, pinned as the guest pins them
+/// (no migration), at `machine.arch` of the guest and its vCPU count.
+#[cfg(target_os = "linux")]
+pub fn cross_rows(
+    profile: Option<&str>,
+    plan: &bench::guest::GuestPlan,
+    g: &bench::guest::GuestRun,
+) -> Result<Vec<CrossRow>, Error> {
+    use machine::scenario::Arch;
+    let arch = plan.arch.model_arch();
+    let model_arch = match plan.arch {
+        bench::guest::GuestArch::Riscv64 => Arch::Riscv,
+        bench::guest::GuestArch::Arm64 => Arch::Arm64,
+        bench::guest::GuestArch::X86_64 => Arch::X86,
+    };
+    let p = tlblab::load_profile(profile, model_arch)?;
+    let cpus = plan.cpus;
+    let run = |name: &str, knobs: &[String]| -> Result<sim::Report, Error> {
+        let mut s = tlblab::load_scenario(name)?;
+        s.set(&format!("machine.arch={arch}"))?;
+        s.set(&format!("machine.cpus={cpus}"))?;
+        for kv in knobs {
+            s.set(kv)?;
+        }
+        let (m, _) = tlblab::run_with_profile(&s, p.clone(), &tlblab::RunOptions::default())?;
+        Ok(m)
+    };
+    let total =
+        |m: &sim::Report, row: &str| m.interrupt_totals.get(row).copied().unwrap_or(0) as f64;
+    let m = run(
+        "default",
+        &[
+            format!("workload.threads={}", cpus - 1),
+            format!(
+                "workload.iterations={}",
+                plan.madvise_iterations.min(20_000)
+            ),
+        ],
+    )?;
+    let mn = m.main_op().map_or(1, |o| o.count.max(1)) as f64;
+    let mc = run(
+        "skip-sync-collapse",
+        &[format!("workload.size={}MiB", plan.collapse_mib)],
+    )?;
+    let collapses = mc.arch["collapses"].max(1) as f64;
+    let row = |metric: &str, guest: f64, model: f64, judged: bool| CrossRow {
+        metric: metric.to_string(),
+        guest,
+        model,
+        judged,
+    };
+    let mut rows = vec![
+        row(
+            &format!("madvise x{} busy: CAL per op", cpus - 1),
+            per_op(&g.madvise, "CAL"),
+            total(&m, "CAL") / mn,
+            true,
+        ),
+        row(
+            "madvise: RES per op",
+            per_op(&g.madvise, "RES"),
+            total(&m, "RES") / mn,
+            false,
+        ),
+        row(
+            "MADV_COLLAPSE: CAL per collapse",
+            per_op(&g.collapse, "CAL"),
+            total(&mc, "CAL") / collapses,
+            true,
+        ),
+        row(
+            "collapses (thp_collapse_alloc)",
+            g.collapse
+                .arch
+                .get("thp_collapse_alloc")
+                .copied()
+                .unwrap_or(0) as f64,
+            mc.arch["collapses"] as f64 * plan.collapse_rounds as f64,
+            true,
+        ),
+    ];
+    for (report, label) in [(&g.fork_one, "one"), (&g.fork_ltp, "ltp")] {
+        let Some(h) = report else { continue };
+        let children = h.scenario["workload"]["threads"].as_u64().unwrap_or(1);
+        let mf = run(
+            "mmapstress01",
+            &[
+                "machine.migrate_pct=0".into(),
+                format!("workload.threads={children}"),
+                format!("workload.iterations={}", h.op_count()),
+            ],
+        )?;
+        let forks = mf.arch["forks"].max(1) as f64;
+        let name = if label == "one" {
+            "fork+exit (1 child)".to_string()
+        } else {
+            format!("mmapstress01 x{children}")
+        };
+        rows.push(row(
+            &format!("{name}: CAL per fork"),
+            per_op(h, "CAL"),
+            total(&mf, "CAL") / forks,
+            true,
+        ));
+        rows.push(row(
+            &format!("{name}: RES per fork"),
+            per_op(h, "RES"),
+            total(&mf, "RES") / forks,
+            false,
+        ));
+    }
+    Ok(rows)
 }
 
 #[cfg(test)]
