@@ -767,7 +767,9 @@ pub fn agent_main(madvise_iterations: u64, collapse_mib: u64, collapse_rounds: u
 }
 
 /// [`agent_main`] with the fork rows: `forks` children in all per
-/// mmapstress01 run (0: none).
+/// mmapstress01 run (0: none). With fork rows (the riscv64 and arm64
+/// guests) MADV_COLLAPSE and the fork rows each run in a fresh process born
+/// on CPU0 (`in_fresh_process`).
 pub fn agent_main_with(
     madvise_iterations: u64,
     collapse_mib: u64,
@@ -775,7 +777,13 @@ pub fn agent_main_with(
     forks: u64,
 ) -> ! {
     let mut out = std::io::stdout();
-    let result = agent(madvise_iterations, collapse_mib, collapse_rounds, forks);
+    let result = agent(
+        madvise_iterations,
+        collapse_mib,
+        collapse_rounds,
+        forks,
+        forks > 0,
+    );
     match result {
         Ok(lines) => {
             for l in lines {
@@ -804,6 +812,7 @@ fn agent(
     collapse_mib: u64,
     collapse_rounds: u64,
     forks: u64,
+    fresh: bool,
 ) -> Result<Vec<String>, Error> {
     if std::process::id() == 1 {
         mount("proc", "/proc", "proc")?;
@@ -825,7 +834,12 @@ fn agent(
     // "never" it stops; MADV_COLLAPSE ignores the sysfs setting (6.1+).
     let _ = std::fs::write("/sys/kernel/mm/transparent_hugepage/enabled", "never");
     // The report's thp_collapse_alloc counts the recorded rounds only.
-    let collapse = {
+    // With `fresh`, in a process born on CPU0 (see `in_fresh_process`).
+    let collapse = if fresh {
+        in_fresh_process(false, || {
+            crate::collapse::run(collapse_mib << 20, collapse_rounds)
+        })?
+    } else {
         let _restore = crate::madvise::Affinity::save()?;
         crate::madvise::pin(0)?;
         crate::collapse::run(collapse_mib << 20, collapse_rounds)?
@@ -843,9 +857,9 @@ fn agent(
     let mut forked = Vec::new();
     if forks > 0 {
         // A 4 KiB shared file, as the model's mmapstress01 scenario.
-        let one = crate::mmapstress::run(1, 4096, forks)?;
+        let one = in_fresh_process(true, || crate::mmapstress::run(1, 4096, forks))?;
         forked.push(enc(serde_json::json!({"kind": "fork_one", "report": one})));
-        let ltp = crate::mmapstress::run(0, 4096, forks)?;
+        let ltp = in_fresh_process(true, || crate::mmapstress::run(0, 4096, forks))?;
         forked.push(enc(serde_json::json!({"kind": "fork_ltp", "report": ltp})));
     }
     Ok(forked
@@ -859,6 +873,90 @@ fn agent(
             })),
         ])
         .collect())
+}
+
+/// Run `f` in a child process forked while this thread is pinned to CPU0,
+/// so the child's mm has been loaded on CPU0 alone: RISC-V never clears a
+/// CPU from `mm_cpumask` (ASIDs), so a flush of the agent's own mm would
+/// also reach every hart PID 1 ran on since boot (the madvise rows' busy
+/// threads, the CPU the kernel started init on), which the model's
+/// workloads, started on CPU0, do not have. The report comes back as JSON
+/// on a pipe. Call only while this process has no other threads.
+///
+/// Without `widen` the child stays pinned to CPU0, and so do the threads it
+/// spawns until they pin themselves (a new thread of an unpinned process
+/// starts on the idlest CPU, which loads the mm there first). With `widen`
+/// the child may use every CPU (mmapstress01 counts them and pins its
+/// children to CPUs 1..): its parent thread may then start elsewhere
+/// before it pins itself to CPU0.
+fn in_fresh_process(
+    widen: bool,
+    f: impl FnOnce() -> Result<HostReport, Error>,
+) -> Result<HostReport, Error> {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let _restore = crate::madvise::Affinity::save()?;
+    crate::madvise::pin(0)?;
+    let mut fds = [0; 2];
+    // SAFETY: pipe writes two descriptors into the array.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(Error::Unsupported(format!(
+            "pipe: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    // SAFETY: the agent is single-threaded here (documented precondition):
+    // the child may allocate and run the benchmark, and leaves by _exit.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(Error::Unsupported(format!(
+            "fork: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    if pid == 0 {
+        // SAFETY: the write end, owned by the child from here on.
+        let mut w = unsafe { std::fs::File::from_raw_fd(fds[1]) };
+        // Born on CPU0 (CPU0 idles meanwhile: the parent waits on the
+        // pipe, so nothing moves this thread off it).
+        // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            for c in 0..if widen { ncpu } else { 1 } {
+                libc::CPU_SET(c, &mut set);
+            }
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+        let out = match f() {
+            Ok(r) => serde_json::json!({"ok": r}),
+            Err(e) => serde_json::json!({"err": e.to_string()}),
+        };
+        let _ = w.write_all(out.to_string().as_bytes());
+        drop(w);
+        // SAFETY: leave without running the parent's destructors.
+        unsafe { libc::_exit(0) };
+    }
+    // SAFETY: fds[1] is ours to close; fds[0] is owned by the File.
+    unsafe { libc::close(fds[1]) };
+    let mut r = unsafe { std::fs::File::from_raw_fd(fds[0]) };
+    let mut text = String::new();
+    let read = r.read_to_string(&mut text);
+    let mut status = 0;
+    // SAFETY: reaping our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    read.map_err(|e| Error::Unsupported(format!("reading the benchmark's process: {e}")))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|_| {
+        Error::Unsupported(format!(
+            "the benchmark's process ended without a report (wait status {status})"
+        ))
+    })?;
+    match (v.get("ok"), v.get("err")) {
+        (Some(ok), _) => serde_json::from_value(ok.clone())
+            .map_err(|e| Error::Unsupported(format!("corrupt report: {e}"))),
+        (_, Some(e)) => Err(Error::Unsupported(e.as_str().unwrap_or("?").to_string())),
+        _ => Err(Error::Unsupported("empty report".into())),
+    }
 }
 
 fn mount(src: &str, target: &str, fstype: &str) -> Result<(), Error> {
