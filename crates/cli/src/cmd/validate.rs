@@ -23,7 +23,7 @@ pub struct Args {
     #[arg(long, default_value = "x86_64")]
     arch: String,
     /// Children forked per fork row (riscv64 and arm64 guests; 0: no fork rows).
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 100)]
     forks: u64,
     /// Paravirtual TLB flush in the guest: on, off or both (with --guest; on needs KVM).
     #[arg(long, default_value = "both")]
@@ -275,7 +275,7 @@ impl CrossRow {
 /// Prints the rows as `validate` does; returns whether all judged rows are ok.
 fn print_cross(rows: &[CrossRow]) -> bool {
     println!(
-        "{:<36} {:>10} {:>10} {:>8} {:>10}",
+        "{:<40} {:>10} {:>10} {:>8} {:>10}",
         "metric", "guest", "model", "diff", "within"
     );
     for r in rows {
@@ -285,7 +285,7 @@ fn print_cross(rows: &[CrossRow]) -> bool {
             (true, false) => "OUT",
         };
         println!(
-            "{:<36} {:>10.3} {:>10.3} {:>+8.3} {:>10}",
+            "{:<40} {:>10.3} {:>10.3} {:>+8.3} {:>10}",
             r.metric,
             r.guest,
             r.model,
@@ -454,6 +454,15 @@ pub fn cross_rows(
             per_op(h, "CAL"),
             total(&mf, "CAL") / forks,
             true,
+        ));
+        // Where they land: CPU0 runs the forking parent; a child is born
+        // there (it inherits the parent's affinity) before it pins itself.
+        let cpu0 = h.interrupts.get("CAL").and_then(|v| v.first()).copied();
+        rows.push(row(
+            &format!("{name}: CAL to CPU0 per fork"),
+            cpu0.unwrap_or(0) as f64 / h.op_count().max(1) as f64,
+            mf.interrupts.cal.first().copied().unwrap_or(0) as f64 / forks,
+            false,
         ));
         rows.push(row(
             &format!("{name}: RES per fork"),
