@@ -120,6 +120,8 @@ pub struct GuestRun {
     pub fork_one: Option<HostReport>,
     /// mmapstress01 with LTP's number of children alive, if run.
     pub fork_ltp: Option<HostReport>,
+    /// fork+exit with each child born on its own CPU (`fork_placed`), if run.
+    pub fork_placed: Option<HostReport>,
 }
 
 /// Where scripts/install-guest-cross.sh unpacks the cross kernels
@@ -622,6 +624,7 @@ pub fn run(plan: &GuestPlan) -> Result<GuestRun, Error> {
     Ok(GuestRun {
         fork_one: optional("fork_one")?,
         fork_ltp: optional("fork_ltp")?,
+        fork_placed: optional("fork_placed")?,
         kernel: agent["kernel"].as_str().unwrap_or("?").to_string(),
         accel: if kvm { "kvm" } else { "tcg" },
         pv_tlb_flush: agent["pv_tlb_flush"].as_bool().unwrap_or(false),
@@ -861,6 +864,10 @@ fn agent(
         forked.push(enc(serde_json::json!({"kind": "fork_one", "report": one})));
         let ltp = in_fresh_process(true, || crate::mmapstress::run(0, 4096, forks))?;
         forked.push(enc(serde_json::json!({"kind": "fork_ltp", "report": ltp})));
+        let placed = in_fresh_process(true, || crate::fork_placed::run(forks))?;
+        forked.push(enc(
+            serde_json::json!({"kind": "fork_placed", "report": placed}),
+        ));
     }
     Ok(forked
         .into_iter()

@@ -6,6 +6,8 @@
 #[cfg(target_os = "linux")]
 pub mod collapse;
 #[cfg(target_os = "linux")]
+pub mod fork_placed;
+#[cfg(target_os = "linux")]
 pub mod guest;
 pub mod interrupts;
 #[cfg(target_os = "linux")]

@@ -275,7 +275,7 @@ impl CrossRow {
 /// Prints the rows as `validate` does; returns whether all judged rows are ok.
 fn print_cross(rows: &[CrossRow]) -> bool {
     println!(
-        "{:<40} {:>10} {:>10} {:>8} {:>10}",
+        "{:<48} {:>10} {:>10} {:>8} {:>10}",
         "metric", "guest", "model", "diff", "within"
     );
     for r in rows {
@@ -285,7 +285,7 @@ fn print_cross(rows: &[CrossRow]) -> bool {
             (true, false) => "OUT",
         };
         println!(
-            "{:<40} {:>10.3} {:>10.3} {:>+8.3} {:>10}",
+            "{:<48} {:>10.3} {:>10.3} {:>+8.3} {:>10}",
             r.metric,
             r.guest,
             r.model,
@@ -432,7 +432,11 @@ pub fn cross_rows(
             true,
         ),
     ];
-    for (report, label) in [(&g.fork_one, "one"), (&g.fork_ltp, "ltp")] {
+    for (report, label) in [
+        (&g.fork_one, "one"),
+        (&g.fork_placed, "placed"),
+        (&g.fork_ltp, "ltp"),
+    ] {
         let Some(h) = report else { continue };
         let children = h.scenario["workload"]["threads"].as_u64().unwrap_or(1);
         let mf = run(
@@ -444,10 +448,10 @@ pub fn cross_rows(
             ],
         )?;
         let forks = mf.arch["forks"].max(1) as f64;
-        let name = if label == "one" {
-            "fork+exit (1 child)".to_string()
-        } else {
-            format!("mmapstress01 x{children}")
+        let name = match label {
+            "one" => "fork+exit (1 child)".to_string(),
+            "placed" => "fork+exit, born on its CPU".to_string(),
+            _ => format!("mmapstress01 x{children}"),
         };
         rows.push(row(
             &format!("{name}: CAL per fork"),
