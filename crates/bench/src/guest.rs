@@ -766,18 +766,19 @@ fn cpu_times() -> Vec<(u64, u64)> {
 /// The guest side: PID 1 in the initramfs. Mounts what the benchmarks read,
 /// runs them, prints the results on the console and powers off.
 pub fn agent_main(madvise_iterations: u64, collapse_mib: u64, collapse_rounds: u64) -> ! {
-    agent_main_with(madvise_iterations, collapse_mib, collapse_rounds, 0)
+    agent_main_with(madvise_iterations, collapse_mib, collapse_rounds, 0, false)
 }
 
 /// [`agent_main`] with the fork rows: `forks` children in all per
-/// mmapstress01 run (0: none). With fork rows (the riscv64 and arm64
-/// guests) MADV_COLLAPSE and the fork rows each run in a fresh process born
+/// mmapstress01 run (0: none). With `fresh` (the riscv64 and arm64 guests'
+/// agent) MADV_COLLAPSE and the fork rows each run in a fresh process born
 /// on CPU0 (`in_fresh_process`).
 pub fn agent_main_with(
     madvise_iterations: u64,
     collapse_mib: u64,
     collapse_rounds: u64,
     forks: u64,
+    fresh: bool,
 ) -> ! {
     let mut out = std::io::stdout();
     let result = agent(
@@ -785,7 +786,7 @@ pub fn agent_main_with(
         collapse_mib,
         collapse_rounds,
         forks,
-        forks > 0,
+        fresh,
     );
     match result {
         Ok(lines) => {

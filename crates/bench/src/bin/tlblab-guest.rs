@@ -31,7 +31,8 @@ fn main() {
             }
         }
     }
-    bench::guest::agent_main_with(v[0], v[1], v[2], v[3])
+    // MADV_COLLAPSE and the fork rows each in a fresh process born on CPU0.
+    bench::guest::agent_main_with(v[0], v[1], v[2], v[3], true)
 }
 
 #[cfg(not(target_os = "linux"))]

@@ -330,7 +330,7 @@ fn validate_guest_cross(
         cpus,
         paravirt: false,
         madvise_iterations: iterations,
-        collapse_mib: 32,
+        collapse_mib: 64,
         collapse_rounds: 2,
         forks,
         timeout: std::time::Duration::from_secs(timeout),
