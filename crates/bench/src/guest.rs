@@ -120,8 +120,10 @@ pub struct GuestRun {
     pub fork_one: Option<HostReport>,
     /// mmapstress01 with LTP's number of children alive, if run.
     pub fork_ltp: Option<HostReport>,
-    /// fork+exit with each child born on its own CPU (`fork_placed`), if run.
+    /// fork+exit with each child born on its own CPU (`guest_fork` with `placed`), if run.
     pub fork_placed: Option<HostReport>,
+    /// A second such run traced: call-function requests and reschedule IPIs per fork, by function.
+    pub fork_placed_ipis: Vec<(String, f64)>,
 }
 
 /// Where scripts/install-guest-cross.sh unpacks the cross kernels
@@ -625,6 +627,19 @@ pub fn run(plan: &GuestPlan) -> Result<GuestRun, Error> {
         fork_one: optional("fork_one")?,
         fork_ltp: optional("fork_ltp")?,
         fork_placed: optional("fork_placed")?,
+        fork_placed_ipis: results
+            .iter()
+            .find(|v| v["kind"] == "fork_placed_ipis")
+            .map(|v| {
+                let forks = v["forks"].as_f64().unwrap_or(1.0).max(1.0);
+                v["by_callback"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, n)| (k.clone(), n.as_f64().unwrap_or(0.0) / forks))
+                    .collect()
+            })
+            .unwrap_or_default(),
         kernel: agent["kernel"].as_str().unwrap_or("?").to_string(),
         accel: if kvm { "kvm" } else { "tcg" },
         pv_tlb_flush: agent["pv_tlb_flush"].as_bool().unwrap_or(false),
@@ -861,14 +876,25 @@ fn agent(
     let mut forked = Vec::new();
     if forks > 0 {
         // A 4 KiB shared file, as the model's mmapstress01 scenario.
-        let one = in_fresh_process(true, || crate::mmapstress::run(1, 4096, forks))?;
+        let one = in_fresh_process(true, || crate::guest_fork::run(1, forks, false))?;
         forked.push(enc(serde_json::json!({"kind": "fork_one", "report": one})));
-        let ltp = in_fresh_process(true, || crate::mmapstress::run(0, 4096, forks))?;
+        let ltp = in_fresh_process(true, || crate::guest_fork::run(0, forks, false))?;
         forked.push(enc(serde_json::json!({"kind": "fork_ltp", "report": ltp})));
-        let placed = in_fresh_process(true, || crate::fork_placed::run(forks))?;
+        let placed = in_fresh_process(true, || crate::guest_fork::run(1, forks, true))?;
         forked.push(enc(
             serde_json::json!({"kind": "fork_placed", "report": placed}),
         ));
+        // The same once more with the kernel's IPI tracepoints on: which
+        // callbacks the remaining call-function IPIs run (information).
+        if fresh {
+            if let Some(by) = ipi_callbacks(|| {
+                in_fresh_process(true, || crate::guest_fork::run(1, forks, true)).map(|_| ())
+            }) {
+                forked.push(enc(serde_json::json!({
+                    "kind": "fork_placed_ipis", "forks": forks, "by_callback": by,
+                })));
+            }
+        }
     }
     Ok(forked
         .into_iter()
@@ -979,6 +1005,46 @@ fn mount(src: &str, target: &str, fstype: &str) -> Result<(), Error> {
         )));
     }
     Ok(())
+}
+
+/// Run `f` with the `csd:csd_queue_cpu` tracepoint (kernel/smp.c, 6.4+:
+/// one per call-function request queued on a CPU, with the function it will
+/// run; a wake-up through the wake list shows as `sched_ttwu_pending`) and
+/// `ipi:ipi_send_cpu` (reschedule IPIs: no callback) on, and count them by
+/// function. `None` where tracefs or the events are missing.
+fn ipi_callbacks(
+    f: impl FnOnce() -> Result<(), Error>,
+) -> Option<std::collections::BTreeMap<String, u64>> {
+    let t = Path::new("/sys/kernel/tracing");
+    if !t.join("events").exists() {
+        mount("tracefs", "/sys/kernel/tracing", "tracefs").ok()?;
+    }
+    let w = |p: &str, v: &str| std::fs::write(t.join(p), v).ok();
+    w("buffer_size_kb", "16384")?;
+    w("trace", "")?;
+    w("events/csd/csd_queue_cpu/enable", "1")?;
+    let _ = w("events/ipi/ipi_send_cpu/enable", "1");
+    let ran = f();
+    let _ = w("events/csd/csd_queue_cpu/enable", "0");
+    let _ = w("events/ipi/ipi_send_cpu/enable", "0");
+    ran.ok()?;
+    let text = std::fs::read_to_string(t.join("trace")).ok()?;
+    let _ = w("trace", "");
+    let mut by = std::collections::BTreeMap::new();
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        let field = |k: &str| {
+            l.split_whitespace()
+                .find_map(|x| x.strip_prefix(k))
+                .map(|v| v.split('+').next().unwrap_or(v).to_string())
+        };
+        let key = match (field("func="), field("callback=")) {
+            (Some(func), _) => func,
+            (None, Some(cb)) if cb == "0x0" => "(reschedule IPI)".to_string(),
+            _ => continue, // the IPI of a request counted above
+        };
+        *by.entry(key).or_insert(0) += 1;
+    }
+    Some(by)
 }
 
 /// The kernel log buffer (`dmesg`), via syslog(2) SYSLOG_ACTION_READ_ALL.

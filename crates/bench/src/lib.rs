@@ -6,9 +6,9 @@
 #[cfg(target_os = "linux")]
 pub mod collapse;
 #[cfg(target_os = "linux")]
-pub mod fork_placed;
-#[cfg(target_os = "linux")]
 pub mod guest;
+#[cfg(target_os = "linux")]
+pub mod guest_fork;
 pub mod interrupts;
 #[cfg(target_os = "linux")]
 pub mod lat;

@@ -346,6 +346,32 @@ fn validate_guest_cross(
         std::thread::available_parallelism().map_or(1, |n| n.get()),
     );
     let ok = print_cross(&rows);
+    for (label, h) in [
+        ("fork+exit (1 child)", &g.fork_one),
+        ("fork+exit, born on its CPU", &g.fork_placed),
+        ("mmapstress01", &g.fork_ltp),
+    ] {
+        let Some(h) = h else { continue };
+        let n = h.op_count().max(1) as f64;
+        let per: Vec<String> = h
+            .interrupts
+            .get("CAL")
+            .into_iter()
+            .flatten()
+            .map(|c| format!("{:.2}", *c as f64 / n))
+            .collect();
+        println!("{label}: CAL per fork by CPU: {}", per.join(" "));
+    }
+    if !g.fork_placed_ipis.is_empty() {
+        println!(
+            "fork+exit, born on its CPU, traced (csd:csd_queue_cpu, ipi:ipi_send_cpu): per fork, by function"
+        );
+        let mut by = g.fork_placed_ipis.clone();
+        by.sort_by(|a, b| b.1.total_cmp(&a.1));
+        for (cb, n) in by {
+            println!("  {cb:<46} {n:>10.3}");
+        }
+    }
     Ok(u8::from(!ok))
 }
 
