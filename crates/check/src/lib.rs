@@ -21,7 +21,11 @@
 //! copy among the explored ones, bad exactly when it is. The queue keeps
 //! the real successor states, not canonical ones, so paths of choice
 //! indices still replay from the initial world. `--symmetry off` turns it
-//! off. No partial-order reduction is done.
+//! off.
+//!
+//! Partial-order reduction ([`por`], `--reduction on`, off by default):
+//! sleep sets over the footprints each step records as it runs; every
+//! state is still reached, fewer transitions are taken (docs/checker.md).
 //!
 //! Exploration: level-synchronous breadth-first search. The seen-set
 //! holds 64-bit fingerprints only, and node `i` of the search tree keeps
@@ -54,22 +58,31 @@
 //! later for its explorer UI; the core interface stays `enabled` + `step`.
 
 pub mod configs;
+pub mod por;
 
 use kernel::world::StepKind;
 use kernel::{Effects, World};
+use machine::footprint::Footprint;
 use machine::CpuId;
+use por::Sleeper;
 use rayon::prelude::*;
-use rustc_hash::{FxHashSet, FxHasher};
+use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 use serde::Serialize;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-/// Exploration bounds.
+/// Exploration bounds, and whether the search is reduced.
 #[derive(Clone, Copy, Debug)]
 pub struct Bounds {
     pub max_depth: usize,
     pub max_states: usize,
+    /// Sleep sets ([`por`]): skip the transitions that only reorder
+    /// independent steps already explored. Every state is still reached
+    /// (the same state count); fewer transitions are taken. Off by
+    /// default: recording the footprints costs more than the transitions
+    /// it saves so far (docs/checker.md, "Partial-order reduction").
+    pub reduction: bool,
 }
 
 impl Default for Bounds {
@@ -77,6 +90,7 @@ impl Default for Bounds {
         Bounds {
             max_depth: 400,
             max_states: 2_000_000,
+            reduction: false,
         }
     }
 }
@@ -169,7 +183,7 @@ fn permutations(xs: &[CpuId]) -> Vec<Vec<CpuId>> {
 /// A state is bad when the monitor recorded a violation, or when nothing can
 /// run while a measured task has not finished (deadlock).
 fn bad(w: &World, enabled: &[(CpuId, StepKind)]) -> bool {
-    !w.violations.is_empty() || (enabled.is_empty() && w.measuring > 0)
+    !w.violations.is_empty() || (enabled.is_empty() && *w.measuring > 0)
 }
 
 /// Breadth-first exploration of every interleaving from `init`, without
@@ -203,6 +217,11 @@ struct Succ {
     choice: u16,
     key: u64,
     bad: bool,
+    /// The steps its successor need not take ([`por::SleepSets`]).
+    sleep: Vec<Sleeper>,
+    /// The successor's own fingerprint (`key` is its canonical one under
+    /// the symmetry reduction).
+    concrete: u64,
 }
 
 /// Breadth-first exploration of every interleaving from `init`, storing
@@ -219,6 +238,31 @@ pub fn explore_with(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outc
     }
 }
 
+/// The fingerprints a search stores: canonical under the symmetry
+/// reduction (`perms` not empty), and the world's own.
+struct Keys {
+    perms: Vec<Vec<CpuId>>,
+}
+
+impl Keys {
+    fn key(&self, w: &World) -> u64 {
+        if self.perms.is_empty() {
+            fingerprint(w)
+        } else {
+            kernel::symmetry::canonical_fingerprint::<FxHasher>(w, &self.perms)
+        }
+    }
+
+    /// (key, own fingerprint; the key again unless `own` is wanted).
+    fn both(&self, w: &World, own: bool) -> (u64, u64) {
+        let key = self.key(w);
+        match self.perms.is_empty() || !own {
+            true => (key, key),
+            false => (key, fingerprint(w)),
+        }
+    }
+}
+
 /// The level-synchronous search behind [`explore_with`]: each level's
 /// nodes are rebuilt and expanded in chunks, in parallel, then merged in
 /// frontier order (parent, then choice), which is the order of a
@@ -226,23 +270,23 @@ pub fn explore_with(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outc
 /// depend on the threads. The frontier is node ids only (4 bytes each).
 fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcome {
     let t0 = Instant::now();
-    let perms = group_perms(init.cpus.len(), groups);
-    let key = |w: &World| {
-        if perms.is_empty() {
-            fingerprint(w)
-        } else {
-            kernel::symmetry::canonical_fingerprint::<FxHasher>(w, &perms)
-        }
+    let mut tracked = init.clone();
+    tracked.track_footprints(bounds.reduction);
+    let init = &tracked;
+    let keys = Keys {
+        perms: group_perms(init.cpus.len(), groups),
     };
     // Node i: (parent, choice index); the root is its own parent.
     let mut nodes: Vec<(u32, u16)> = vec![(0, 0)];
-    let mut seen = FxHashSet::default();
-    seen.insert(key(init));
+    // Fingerprint -> node.
+    let mut seen: FxHashMap<u64, u32> = FxHashMap::default();
+    seen.insert(keys.key(init), 0);
+    let mut sleep = por::SleepSets::default();
     let mut level: Vec<u32> = vec![0];
     let (mut transitions, mut depth, mut bounded) = (0usize, 0usize, false);
-    let done = |verdict, transitions, depth, seen: &FxHashSet<u64>, cx| Outcome {
+    let done = |verdict, transitions, depth, states: usize, cx| Outcome {
         verdict,
-        states: seen.len(),
+        states,
         transitions,
         depth,
         seconds: t0.elapsed().as_secs_f64(),
@@ -265,9 +309,13 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
         let mut next = Vec::new();
         for block in level.chunks(CHUNK) {
             let succs = par_rebuild(init, &nodes, block, |node, w, sc| {
-                (node, successors(w, &key, sc))
+                let how = sleep.how(node);
+                (node, successors(w, &keys, sc, how, bounds.reduction))
             });
-            for (node, list) in succs {
+            for (node, (_, skipped)) in &succs {
+                sleep.expanded(*node, skipped.clone());
+            }
+            for (node, (list, _)) in succs {
                 for s in list {
                     transitions += 1;
                     nodes.push((node, s.choice));
@@ -275,15 +323,20 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
                     if s.bad {
                         let path = path_to(&nodes, id);
                         let cx = replay(init, &path);
-                        return done("unsafe", transitions, path.len(), &seen, cx);
+                        return done("unsafe", transitions, path.len(), seen.len(), cx);
                     }
-                    if !seen.insert(s.key) {
+                    if let Some(&old) = seen.get(&s.key) {
                         nodes.pop();
+                        if sleep.reached_again(old, &s.sleep, s.concrete) {
+                            next.push(old);
+                        }
                         continue;
                     }
+                    seen.insert(s.key, id);
+                    sleep.reached(id, s.sleep, s.concrete);
                     next.push(id);
                     if seen.len() >= bounds.max_states {
-                        let o = done("bounded", transitions, depth, &seen, Vec::new());
+                        let o = done("bounded", transitions, depth, seen.len(), Vec::new());
                         return Outcome {
                             bound: Some("max_states"),
                             ..o
@@ -293,12 +346,13 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
             }
         }
         level = next;
+        sleep.next_level();
         d += 1;
     }
     let verdict = if bounded { "bounded" } else { "safe" };
     Outcome {
         bound: bounded.then_some("max_depth"),
-        ..done(verdict, transitions, depth, &seen, Vec::new())
+        ..done(verdict, transitions, depth, seen.len(), Vec::new())
     }
 }
 
@@ -392,31 +446,72 @@ fn replay_one(mut w: World, choice: u16, sc: &mut Scratch) -> World {
     w
 }
 
-/// Every successor of `w` in choice order, stepping `w` itself for the
-/// last one: its choice, key and whether it is bad.
-fn successors(w: World, key: &impl Fn(&World) -> u64, sc: &mut Scratch) -> Vec<Succ> {
+/// The successors of `w` that `how` asks for, in choice order, stepping
+/// `w` itself for the last one: each one's choice, key, whether it is bad
+/// and (with the reduction) what it keeps asleep; and the steps skipped.
+fn successors(
+    w: World,
+    keys: &Keys,
+    sc: &mut Scratch,
+    how: por::Expand<'_>,
+    reduction: bool,
+) -> (Vec<Succ>, Vec<(CpuId, StepKind)>) {
     let Scratch { en, choices, fx } = sc;
     w.enabled(choices);
+    let (asleep, only): (&[Sleeper], _) = match how {
+        por::Expand::Sleep(z) => (z, None),
+        por::Expand::Only(o) => (&[], Some(o)),
+    };
+    let mut skipped = Vec::new();
+    let mut take = Vec::with_capacity(choices.len());
+    for (i, step) in choices.iter().enumerate() {
+        if asleep.iter().any(|z| z.step == *step) || only.is_some_and(|o| !o.contains(step)) {
+            skipped.extend(only.is_none().then_some(*step));
+        } else {
+            take.push(i);
+        }
+    }
     let choices = &*choices;
-    let mut out = Vec::with_capacity(choices.len());
+    let mut out = Vec::with_capacity(take.len());
+    let mut taken: Vec<Sleeper> = Vec::new();
     let mut one = |i: usize, mut next: World| {
         let (cpu, kind) = choices[i];
         fx.clear();
-        next.step(cpu, kind, fx);
+        let fp = if reduction && only.is_none() {
+            next.step_footprint(cpu, kind, fx)
+        } else {
+            next.step(cpu, kind, fx);
+            Footprint::default()
+        };
         next.enabled(en);
+        let (key, concrete) = keys.both(&next, reduction);
+        // Asleep after this step: what was asleep or taken before it
+        // from here, of another CPU and independent of it.
+        let sleep = (asleep.iter().chain(&taken))
+            .filter(|z| z.step.0 != cpu && z.fp.independent(&fp))
+            .cloned()
+            .collect();
         out.push(Succ {
             choice: i as u16,
-            key: key(&next),
+            key,
             bad: bad(&next, en),
+            sleep,
+            concrete,
         });
+        if reduction && only.is_none() {
+            taken.push(Sleeper {
+                step: (cpu, kind),
+                fp: std::sync::Arc::new(fp),
+            });
+        }
     };
-    if let Some(last) = choices.len().checked_sub(1) {
-        for i in 0..last {
+    if let Some((&last, rest)) = take.split_last() {
+        for &i in rest {
             one(i, w.clone());
         }
         one(last, w);
     }
-    out
+    (out, skipped)
 }
 
 fn path_to(nodes: &[(u32, u16)], mut id: u32) -> Vec<u16> {
@@ -456,7 +551,7 @@ pub fn replay(init: &World, path: &[u16]) -> Vec<String> {
     w.enabled(&mut en);
     match w.violations.first() {
         Some(v) => lines.push(format!("violation I{}: {}", v.invariant, v.what)),
-        None if en.is_empty() && w.measuring > 0 => lines.push("deadlock: no step enabled".into()),
+        None if en.is_empty() && *w.measuring > 0 => lines.push("deadlock: no step enabled".into()),
         None => {}
     }
     lines

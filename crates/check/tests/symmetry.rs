@@ -61,7 +61,7 @@ fn inverse(p: &[CpuId]) -> Vec<CpuId> {
 /// violations as a multiset of (invariant, cpu, address).
 fn normalized(w: &World) -> World {
     let mut w = w.clone();
-    for v in &mut w.violations {
+    for v in w.violations.iter_mut() {
         v.what.clear();
     }
     w.violations.sort_by_key(|v| (v.invariant, v.cpu, v.addr));

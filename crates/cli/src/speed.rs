@@ -199,8 +199,11 @@ pub fn sim_row(name: &str) -> Result<SimRow, Error> {
 pub struct CheckRow {
     pub check: String,
     pub symmetry: bool,
+    /// The sleep-set reduction on ([`check::Bounds::reduction`]).
+    pub reduction: bool,
     pub threads: usize,
     pub states: usize,
+    pub transitions: usize,
     pub wall_seconds: f64,
     pub cpu_seconds: f64,
     pub states_per_s: f64,
@@ -217,13 +220,17 @@ pub struct CheckRow {
 }
 
 /// Check `name` (exhaustively, default bounds) and measure it.
-pub fn check_row(name: &str, symmetry: bool) -> Result<CheckRow, Error> {
+pub fn check_row(name: &str, symmetry: bool, reduction: bool) -> Result<CheckRow, Error> {
     let c = check::configs::find(name)?;
     // Writing 5 to clear_refs resets VmHWM to the current RSS (Linux 4.0+).
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let rss0 = status_kib("VmRSS:");
     let c0 = cpu_seconds(libc::CLOCK_PROCESS_CPUTIME_ID);
-    let o = check::configs::run(c, &[], check::Bounds::default(), symmetry)?;
+    let bounds = check::Bounds {
+        reduction,
+        ..check::Bounds::default()
+    };
+    let o = check::configs::run(c, &[], bounds, symmetry)?;
     let cpu = cpu_seconds(libc::CLOCK_PROCESS_CPUTIME_ID) - c0;
     let grew = status_kib("VmHWM:").saturating_sub(rss0) * 1024;
     let b0 = thread_cpu();
@@ -233,8 +240,10 @@ pub fn check_row(name: &str, symmetry: bool) -> Result<CheckRow, Error> {
     Ok(CheckRow {
         check: name.to_string(),
         symmetry,
+        reduction,
         threads: check::threads(),
         states: o.states,
+        transitions: o.transitions,
         wall_seconds: o.seconds,
         cpu_seconds: cpu,
         states_per_s: o.states as f64 / o.seconds.max(1e-9),
@@ -246,12 +255,14 @@ pub fn check_row(name: &str, symmetry: bool) -> Result<CheckRow, Error> {
     })
 }
 
-/// `tlblab speed`: the checker on `checks` (symmetry off), then every
-/// scenario of `names` (empty: every bundled one), as tables or JSON.
+/// `tlblab speed`: the checker on `checks` (symmetry off), without and
+/// with the reduction, then every scenario of `names` (empty: every
+/// bundled one), as tables or JSON.
 pub fn speed(names: &[String], checks: &[String], json: bool) -> Result<(), Error> {
     let mut crow = Vec::new();
     for c in checks {
-        crow.push(check_row(c, false)?);
+        crow.push(check_row(c, false, false)?);
+        crow.push(check_row(c, false, true)?);
     }
     let all: Vec<String> = BUNDLED.iter().map(|(n, _)| n.to_string()).collect();
     let names = if names.is_empty() { &all } else { names };
@@ -317,6 +328,21 @@ pub fn goals(crow: &[CheckRow], srow: &[SimRow]) -> Vec<String> {
             verdict(r.cpu_seconds < GOAL_USEMEM_SECONDS)
         ));
     }
+    for pair in crow.windows(2) {
+        let (off, on) = (&pair[0], &pair[1]);
+        if off.check == on.check && !off.reduction && on.reduction {
+            out.push(format!(
+                "reduction: {} same states {}: {}; transitions {} -> {} ({:.2}x fewer); cpu time {:.2}x",
+                on.check,
+                on.states,
+                verdict(on.states == off.states),
+                off.transitions,
+                on.transitions,
+                off.transitions as f64 / on.transitions.max(1) as f64,
+                on.cpu_seconds / off.cpu_seconds.max(1e-9)
+            ));
+        }
+    }
     for r in crow {
         out.push(format!(
             "goal: {} >= {:.0}k states/s on {} threads: {:.0}k: {}; <= {GOAL_BYTES_PER_STATE} B/state: {:.0}: {}",
@@ -335,10 +361,12 @@ pub fn goals(crow: &[CheckRow], srow: &[SimRow]) -> Vec<String> {
 fn print_tables(crow: &[CheckRow], srow: &[SimRow]) {
     if !crow.is_empty() {
         println!(
-            "{:<28} {:>7} {:>9} {:>8} {:>8} {:>11} {:>12} {:>11} {:>13} {:>10} {:>7}",
+            "{:<28} {:>9} {:>7} {:>9} {:>11} {:>8} {:>8} {:>11} {:>12} {:>11} {:>13} {:>10} {:>7}",
             "check (symmetry off)",
+            "reduction",
             "threads",
             "states",
+            "transitions",
             "wall s",
             "cpu s",
             "states/s",
@@ -350,10 +378,12 @@ fn print_tables(crow: &[CheckRow], srow: &[SimRow]) {
         );
         for r in crow {
             println!(
-                "{:<28} {:>7} {:>9} {:>8.2} {:>8.2} {:>11.0} {:>12.0} {:>11.0} {:>13.0} {:>10.0} {:>7.1}",
+                "{:<28} {:>9} {:>7} {:>9} {:>11} {:>8.2} {:>8.2} {:>11.0} {:>12.0} {:>11.0} {:>13.0} {:>10.0} {:>7.1}",
                 r.check,
+                if r.reduction { "sleep" } else { "off" },
                 r.threads,
                 r.states,
+                r.transitions,
                 r.wall_seconds,
                 r.cpu_seconds,
                 r.states_per_s,

@@ -10,6 +10,7 @@
 //! their shared slot). The simulator has one world: its elements are never
 //! shared and `&mut` access costs a relaxed load and a store.
 
+use machine::footprint::{self, Obj};
 use rustc_hash::FxHasher;
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -35,22 +36,77 @@ impl<T: Clone> Clone for Slot<T> {
 /// A `Vec<T>` whose clones share their elements until one is changed.
 pub struct CowVec<T> {
     items: Vec<Arc<Slot<T>>>,
+    /// The [`footprint`] kind its elements are recorded as (0: none).
+    tag: u8,
 }
 
 impl<T> CowVec<T> {
     pub fn new() -> Self {
-        CowVec { items: Vec::new() }
+        CowVec {
+            items: Vec::new(),
+            tag: 0,
+        }
+    }
+
+    /// Record accesses to the elements as objects of footprint kind `tag`.
+    pub fn tagged(mut self, tag: u8) -> Self {
+        self.tag = tag;
+        self
+    }
+
+    /// The footprint kind its elements are recorded as (0: none).
+    pub fn tag(&self) -> u8 {
+        self.tag
+    }
+
+    pub fn set_tag(&mut self, tag: u8) {
+        self.tag = tag;
+    }
+
+    #[inline(always)]
+    fn read(&self, i: usize) {
+        if self.tag != 0 {
+            footprint::read(|| Obj::new(self.tag, i));
+        }
+    }
+
+    #[inline(always)]
+    fn wrote(&self, i: usize) {
+        if self.tag != 0 {
+            footprint::write(|| Obj::new(self.tag, i));
+        }
+    }
+
+    /// Record an access to every element and to the length.
+    fn touch_all(&self, write: bool) {
+        if self.tag == 0 || !footprint::recording() {
+            return;
+        }
+        footprint::read(|| Obj::new(footprint::kind::LEN, self.tag as usize));
+        for i in 0..self.items.len() {
+            if write {
+                self.wrote(i)
+            } else {
+                self.read(i)
+            }
+        }
     }
 
     pub fn len(&self) -> usize {
+        if self.tag != 0 {
+            footprint::read(|| Obj::new(footprint::kind::LEN, self.tag as usize));
+        }
         self.items.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.len() == 0
     }
 
     pub fn push(&mut self, val: T) {
+        if self.tag != 0 {
+            footprint::write(|| Obj::new(footprint::kind::LEN, self.tag as usize));
+        }
         self.items.push(Arc::new(Slot {
             val,
             digest: AtomicU64::new(0),
@@ -58,25 +114,31 @@ impl<T> CowVec<T> {
     }
 
     pub fn get(&self, i: usize) -> Option<&T> {
+        self.read(i);
         self.items.get(i).map(|s| &s.val)
     }
 
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &T> + ExactSizeIterator + Clone {
+        self.touch_all(false);
         self.items.iter().map(|s| &s.val)
     }
 
     pub fn last(&self) -> Option<&T> {
+        self.len();
+        self.read(self.items.len().wrapping_sub(1));
         self.items.last().map(|s| &s.val)
     }
 }
 
 impl<T: Clone> CowVec<T> {
     pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        self.wrote(i);
         self.items.get_mut(i).map(unshare)
     }
 
     /// Every element mutably: each shared one is copied first.
     pub fn iter_mut(&mut self) -> impl DoubleEndedIterator<Item = &mut T> + ExactSizeIterator {
+        self.touch_all(true);
         self.items.iter_mut().map(unshare)
     }
 }
@@ -119,6 +181,7 @@ impl<T> Clone for CowVec<T> {
     fn clone(&self) -> Self {
         CowVec {
             items: self.items.clone(),
+            tag: self.tag,
         }
     }
 }
@@ -127,6 +190,7 @@ impl<T> Index<usize> for CowVec<T> {
     type Output = T;
     #[inline]
     fn index(&self, i: usize) -> &T {
+        self.read(i);
         &self.items[i].val
     }
 }
@@ -134,6 +198,7 @@ impl<T> Index<usize> for CowVec<T> {
 impl<T: Clone> IndexMut<usize> for CowVec<T> {
     #[inline]
     fn index_mut(&mut self, i: usize) -> &mut T {
+        self.wrote(i);
         unshare(&mut self.items[i])
     }
 }
@@ -158,6 +223,7 @@ impl<'a, T> IntoIterator for &'a CowVec<T> {
     type Item = &'a T;
     type IntoIter = std::iter::Map<std::slice::Iter<'a, Arc<Slot<T>>>, fn(&Arc<Slot<T>>) -> &T>;
     fn into_iter(self) -> Self::IntoIter {
+        self.touch_all(false);
         self.items.iter().map(|s| &s.val)
     }
 }
@@ -167,6 +233,7 @@ impl<'a, T: Clone> IntoIterator for &'a mut CowVec<T> {
     type IntoIter =
         std::iter::Map<std::slice::IterMut<'a, Arc<Slot<T>>>, fn(&mut Arc<Slot<T>>) -> &mut T>;
     fn into_iter(self) -> Self::IntoIter {
+        self.touch_all(true);
         self.items.iter_mut().map(unshare)
     }
 }
@@ -206,6 +273,8 @@ impl<T: Hash> Hash for CowVec<T> {
 /// configuration, physical memory).
 pub struct CowBox<T> {
     slot: Arc<Slot<T>>,
+    /// The [`footprint`] object its accesses are recorded as (0: none).
+    obj: Obj,
 }
 
 impl<T> CowBox<T> {
@@ -215,7 +284,18 @@ impl<T> CowBox<T> {
                 val,
                 digest: AtomicU64::new(0),
             }),
+            obj: Obj(0),
         }
+    }
+
+    /// Record every access to the value as one to `obj` (`Obj(0)`: none).
+    pub fn tagged(mut self, obj: Obj) -> Self {
+        self.obj = obj;
+        self
+    }
+
+    pub fn set_obj(&mut self, obj: Obj) {
+        self.obj = obj;
     }
 }
 
@@ -229,6 +309,7 @@ impl<T> Clone for CowBox<T> {
     fn clone(&self) -> Self {
         CowBox {
             slot: self.slot.clone(),
+            obj: self.obj,
         }
     }
 }
@@ -237,6 +318,10 @@ impl<T> std::ops::Deref for CowBox<T> {
     type Target = T;
     #[inline]
     fn deref(&self) -> &T {
+        // (A box recorded as `ALL`, the configuration, records writes only.)
+        if self.obj.0 != 0 && self.obj.kind() != footprint::kind::ALL {
+            footprint::read(|| self.obj);
+        }
         &self.slot.val
     }
 }
@@ -244,6 +329,9 @@ impl<T> std::ops::Deref for CowBox<T> {
 impl<T: Clone> std::ops::DerefMut for CowBox<T> {
     #[inline]
     fn deref_mut(&mut self) -> &mut T {
+        if self.obj.0 != 0 {
+            footprint::write(|| self.obj);
+        }
         unshare(&mut self.slot)
     }
 }
@@ -280,4 +368,78 @@ fn digest<T: Hash>(s: &Slot<T>) -> u64 {
         s.digest.store(d, Ordering::Relaxed);
     }
     d
+}
+
+/// A field of the world recorded as one [`footprint`] object: while
+/// tracked, every access through it is a read or write of field `field`
+/// ([`footprint::kind::FIELD`]). Compares, hashes and prints as its value.
+#[derive(Clone, Default)]
+pub struct Tracked<T> {
+    val: T,
+    field: u32,
+    on: bool,
+}
+
+impl<T> Tracked<T> {
+    /// `val`, field `field`, not tracked until [`Tracked::track`].
+    pub fn new(field: usize, val: T) -> Self {
+        Tracked {
+            val,
+            field: field as u32,
+            on: false,
+        }
+    }
+
+    pub fn track(&mut self, on: bool) {
+        self.on = on;
+    }
+
+    pub fn tracked(&self) -> bool {
+        self.on
+    }
+
+    fn obj(&self) -> Obj {
+        Obj::new(footprint::kind::FIELD, self.field as usize)
+    }
+}
+
+impl<T> std::ops::Deref for Tracked<T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        if self.on {
+            footprint::read(|| self.obj());
+        }
+        &self.val
+    }
+}
+
+impl<T> std::ops::DerefMut for Tracked<T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        if self.on {
+            footprint::write(|| self.obj());
+        }
+        &mut self.val
+    }
+}
+
+impl<T: PartialEq> PartialEq for Tracked<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.val == other.val
+    }
+}
+
+impl<T: Eq> Eq for Tracked<T> {}
+
+impl<T: Hash> Hash for Tracked<T> {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.val.hash(h)
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Tracked<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.val.fmt(f)
+    }
 }

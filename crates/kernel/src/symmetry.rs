@@ -27,12 +27,13 @@
 //! nothing and are left as they are.
 
 use crate::arch::x86::tlb::{FlushTlbInfo, InfoRef};
+use crate::cow::Tracked;
 use crate::hw::filled_index::FilledIndex;
 use crate::hw::memory_model::StoreBuffer;
 use crate::hw::psc_index::PscIndex;
 use crate::kernel_smp::{CallFunc, Csd};
 use crate::user::UserOp;
-use crate::world::{Cpu, Frame, Hint, Mm, RcuBatch, Task, Violation, World};
+use crate::world::{field, Cpu, Frame, Hint, Mm, RcuBatch, Task, Violation, World};
 use crate::TaskId;
 use machine::CpuId;
 use std::hash::{Hash, Hasher};
@@ -241,19 +242,24 @@ impl World {
         } = renamed(self, &r);
         let psc_index = Hint(PscIndex::of(cpus.iter().map(|c| c.tlb.psc_pfns())));
         let tlb_filled = Hint(FilledIndex::of(cpus.iter().map(|c| &c.tlb)));
-        Some(World {
-            psc_index,
-            tlb_filled,
+        let mut w = World {
+            psc_index: Tracked::new(field::PSC_INDEX, psc_index),
+            tlb_filled: Tracked::new(field::TLB_FILLED, tlb_filled),
             cpus: cpus.into(),
             tasks: tasks.into(),
             mms: mms.into(),
-            violations,
-            rcu_batches,
+            violations: Tracked::new(field::VIOLATIONS, violations),
+            rcu_batches: Tracked::new(field::RCU_BATCHES, rcu_batches),
             membufs: membufs.into(),
             weak: self.weak.renamed(perm),
-            hugetlb_i_mmap_writer: self.hugetlb_i_mmap_writer.map(|t| r.task(t)),
+            hugetlb_i_mmap_writer: Tracked::new(
+                field::HUGETLB_I_MMAP_WRITER,
+                self.hugetlb_i_mmap_writer.map(|t| r.task(t)),
+            ),
             ..self.clone()
-        })
+        };
+        w.track_footprints(self.cpus.tag() != 0);
+        Some(w)
     }
 
     /// This world with CPU `c` renamed to `perm[c]` everywhere, the tasks
@@ -378,7 +384,7 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
             r.mm(m).hash(&mut h);
         }
         violations.len().hash(&mut h);
-        for v in violations {
+        for v in violations.iter() {
             let Violation {
                 invariant,
                 cpu,
@@ -388,7 +394,7 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
             (invariant, r.cpu(*cpu), addr, what).hash(&mut h);
         }
         rcu_batches.len().hash(&mut h);
-        for b in rcu_batches {
+        for b in rcu_batches.iter() {
             let RcuBatch {
                 mm,
                 tables,

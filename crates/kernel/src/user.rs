@@ -415,7 +415,7 @@ fn done_spin(w: &mut World, t: TaskId, fx: &mut Effects) {
         task.us.done = true;
         if task.measured {
             task.measured = false;
-            w.measuring -= 1;
+            *w.measuring -= 1;
             fx.stat(Stat::Done(t));
         }
     }

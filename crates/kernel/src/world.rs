@@ -12,6 +12,7 @@
 //! simulator calls it in time order, the checker in every order.
 
 use crate::arch::x86::tlb::{FlushTlbInfo, FlushTlbMmRange, TlbState};
+use crate::cow::Tracked;
 use crate::effects::{Effects, Label, Stat};
 use crate::kernel_smp::{Csd, SmpCallFunctionManyCond};
 use crate::mm::gup::GupFast;
@@ -22,6 +23,7 @@ use crate::mm::mmap::Munmap;
 use crate::mm::mmu_gather::MmuGather;
 use crate::user::{UserOp, UserState};
 use crate::{MmId, TaskId, INIT_MM};
+use machine::footprint::{kind, Obj};
 use machine::mem::{FrameUse, PhysMem};
 use machine::scenario::FlushTlbInfoPlacement;
 use machine::tlb::Tlb;
@@ -837,22 +839,22 @@ pub struct World {
     /// Names of measured operations (index = op id in [`Stat`]).
     pub op_names: crate::cow::CowBox<Vec<String>>,
     /// Measured tasks that have not finished.
-    pub measuring: u32,
-    pub violations: Vec<Violation>,
+    pub measuring: Tracked<u32>,
+    pub violations: Tracked<Vec<Violation>>,
     pub counters: Counters,
     /// Shareable hugetlb PMD tables (one hugetlbfs file, mapped at the same address).
-    pub hugetlb_pmds: Vec<SharedPmd>,
+    pub hugetlb_pmds: Tracked<Vec<SharedPmd>>,
     /// The hugetlbfs file's `i_mmap_rwsem` held for write by an unmap
     /// (`__hugetlb_zap_begin` .. `__hugetlb_zap_end`): unshare, flush and sync
     /// finish before another mm's unmap can touch the shared table.
-    pub hugetlb_i_mmap_writer: Option<TaskId>,
+    pub hugetlb_i_mmap_writer: Tracked<Option<TaskId>>,
     /// Page-table batches waiting for an RCU grace period (`tlb_remove_table_rcu`).
-    pub rcu_batches: Vec<RcuBatch>,
+    pub rcu_batches: Tracked<Vec<RcuBatch>>,
     /// arm64/RISC-V: the ASID allocator.
-    pub asids: crate::arch::asid::AsidAllocator,
+    pub asids: Tracked<crate::arch::asid::AsidAllocator>,
     /// Page-cache pages of each file (tmpfs-like: always resident).
     pub files: crate::cow::CowBox<Vec<Vec<Pfn>>>,
-    pub(crate) next_ctx_id: u64,
+    pub(crate) next_ctx_id: Tracked<u64>,
     /// Per-CPU store buffers of the checker's memory model (empty under SC).
     pub membufs: crate::cow::CowVec<crate::hw::memory_model::StoreBuffer>,
     /// Checker, weak model: the old messages loads may still return, and
@@ -860,15 +862,34 @@ pub struct World {
     pub weak: crate::hw::weak_mem::WeakMem,
     /// Which CPUs' paging-structure caches may hold each table (the
     /// invariant-3 monitor's index).
-    pub psc_index: Hint<crate::hw::psc_index::PscIndex>,
+    pub psc_index: Tracked<Hint<crate::hw::psc_index::PscIndex>>,
     /// The sum over CPUs of `irqs_off + preempt_count`: zero when no CPU is
     /// in an RCU read-side section, which `call_rcu` asks at every freed
     /// page-table batch. Kept by [`World::local_irq_disable`] and its kin.
-    pub atomic_nesting: Hint<u32>,
+    pub atomic_nesting: Tracked<Hint<u32>>,
     /// Which CPUs' TLBs may hold a translation of each ASID (the CPUs a
     /// broadcast TLBI of one address can change). Kept by
     /// `hw::mmu::tlb_fill`.
-    pub tlb_filled: Hint<crate::hw::filled_index::FilledIndex>,
+    pub tlb_filled: Tracked<Hint<crate::hw::filled_index::FilledIndex>>,
+}
+
+/// The world's fields recorded as one footprint object each
+/// ([`machine::footprint::kind::FIELD`]).
+pub mod field {
+    pub const MEASURING: usize = 1;
+    pub const VIOLATIONS: usize = 2;
+    pub const HUGETLB_PMDS: usize = 3;
+    pub const HUGETLB_I_MMAP_WRITER: usize = 4;
+    pub const RCU_BATCHES: usize = 5;
+    pub const ASIDS: usize = 6;
+    pub const FILES: usize = 7;
+    pub const NEXT_CTX_ID: usize = 8;
+    pub const PSC_INDEX: usize = 9;
+    pub const ATOMIC_NESTING: usize = 10;
+    pub const TLB_FILLED: usize = 11;
+    pub const OP_NAMES: usize = 12;
+    /// The weak memory's order of messages (every new message).
+    pub const WEAK_ORDER: usize = 13;
 }
 
 /// Violations kept in full; later ones are only counted.
@@ -982,33 +1003,42 @@ impl World {
             mms: vec![init_mm].into(),
             mem: mem.into(),
             op_names: vec!["flush_tlb_mm_range".to_string()].into(),
-            measuring: 0,
-            violations: Vec::new(),
+            measuring: Tracked::new(field::MEASURING, 0),
+            violations: Tracked::new(field::VIOLATIONS, Vec::new()),
             counters: Counters {
                 irq_tlb: vec![0; n],
                 irq_cal: vec![0; n],
                 irq_res: vec![0; n],
                 ..Counters::default()
             },
-            hugetlb_pmds: Vec::new(),
-            hugetlb_i_mmap_writer: None,
-            rcu_batches: Vec::new(),
-            asids: crate::arch::asid::AsidAllocator::new(match m.arch {
-                machine::scenario::Arch::Riscv => s.riscv.asid_bits.max(1),
-                machine::scenario::Arch::Arm64 => s.arm64.asid_bits,
-                // x86 allocates no ASIDs (PCIDs are per CPU): the smallest
-                // map, not 8 KiB cloned and hashed with every checker state.
-                machine::scenario::Arch::X86 => 1,
-            }),
+            hugetlb_pmds: Tracked::new(field::HUGETLB_PMDS, Vec::new()),
+            hugetlb_i_mmap_writer: Tracked::new(field::HUGETLB_I_MMAP_WRITER, None),
+            rcu_batches: Tracked::new(field::RCU_BATCHES, Vec::new()),
+            asids: Tracked::new(
+                field::ASIDS,
+                crate::arch::asid::AsidAllocator::new(match m.arch {
+                    machine::scenario::Arch::Riscv => s.riscv.asid_bits.max(1),
+                    machine::scenario::Arch::Arm64 => s.arm64.asid_bits,
+                    // x86 allocates no ASIDs (PCIDs are per CPU): the smallest
+                    // map, not 8 KiB cloned and hashed with every checker state.
+                    machine::scenario::Arch::X86 => 1,
+                }),
+            ),
             files: Vec::new().into(),
             // INIT_MM_CONTEXT has ctx_id 1; last_mm_ctx_id starts at 1, so
             // the first user mm gets 2 (ctx_id 0 matches no mm).
-            next_ctx_id: 2,
+            next_ctx_id: Tracked::new(field::NEXT_CTX_ID, 2),
             membufs: vec![Default::default(); n].into(),
             weak: Default::default(),
-            psc_index: Hint(crate::hw::psc_index::PscIndex::new(n)),
-            atomic_nesting: Hint(0),
-            tlb_filled: Hint(crate::hw::filled_index::FilledIndex::new(n)),
+            psc_index: Tracked::new(
+                field::PSC_INDEX,
+                Hint(crate::hw::psc_index::PscIndex::new(n)),
+            ),
+            atomic_nesting: Tracked::new(field::ATOMIC_NESTING, Hint(0)),
+            tlb_filled: Tracked::new(
+                field::TLB_FILLED,
+                Hint(crate::hw::filled_index::FilledIndex::new(n)),
+            ),
         })
     }
 
@@ -1018,7 +1048,7 @@ impl World {
         let id = self.mms.len() as MmId;
         self.mms.push(Mm {
             id,
-            ctx_id: self.next_ctx_id,
+            ctx_id: *self.next_ctx_id,
             tlb_gen: 1,
             pgd,
             cpumask: CpuMask::new(self.cpus.len()),
@@ -1033,7 +1063,7 @@ impl World {
             asid_transition: false,
             running: Hint(CpuSet::new(self.cpus.len())),
         });
-        self.next_ctx_id += 1;
+        *self.next_ctx_id += 1;
         Ok(id)
     }
 
@@ -1122,7 +1152,7 @@ impl World {
         });
         self.cpus[cpu as usize].rq.push_back(id);
         if measured {
-            self.measuring += 1;
+            *self.measuring += 1;
         }
         id
     }
@@ -1237,43 +1267,104 @@ impl World {
         // Only configurations with sleeping tasks have timers to choose.
         let any_asleep = self.tasks.iter().any(|t| t.state == TaskState::Sleeping);
         for c in 0..self.cpus.len() as CpuId {
-            if self.can_run(c) {
-                out.push((c, StepKind::Run));
-            }
-            if self.can_take_irq(c) {
-                out.push((c, StepKind::TakeIrq));
-            }
-            // A sleeping task's hrtimer may expire at any moment.
-            if any_asleep
-                && self.can_take_timer(c)
-                && self
-                    .tasks
-                    .iter()
-                    .any(|t| t.cpu == c && t.state == TaskState::Sleeping)
-            {
-                out.push((c, StepKind::TimerIrq));
-            }
-            // The hardware may drain a buffered store at any moment.
-            for slot in crate::hw::memory_model::drain_choices(self, c) {
-                out.push((c, StepKind::Drain { slot: slot as u8 }));
-            }
-            // Under KVM the host may deschedule a vCPU at any point, even
-            // with IRQs off, and run it again later.
-            if self.cfg.paravirt == machine::scenario::Paravirt::Kvm && self.cfg.vcpu_preemption {
-                let p = self.cpus[c as usize].vcpu_preempted;
-                out.push((
-                    c,
-                    if p {
-                        StepKind::VcpuResume
-                    } else {
-                        StepKind::VcpuPreempt
-                    },
-                ));
-            }
+            self.enabled_on(c, any_asleep, out);
         }
         if !self.weak.is_empty() {
             self.enabled_picks(out);
         }
+    }
+
+    /// The steps CPU `c` may take (without the [`StepKind::Picked`]
+    /// variants), appended to `out`.
+    fn enabled_on(&self, c: CpuId, any_asleep: bool, out: &mut Vec<(CpuId, StepKind)>) {
+        if self.can_run(c) {
+            out.push((c, StepKind::Run));
+        }
+        if self.can_take_irq(c) {
+            out.push((c, StepKind::TakeIrq));
+        }
+        // A sleeping task's hrtimer may expire at any moment.
+        if any_asleep && self.can_take_timer(c) && self.sleeping_on(c) {
+            out.push((c, StepKind::TimerIrq));
+        }
+        // The hardware may drain a buffered store at any moment.
+        for slot in crate::hw::memory_model::drain_choices(self, c) {
+            out.push((c, StepKind::Drain { slot: slot as u8 }));
+        }
+        // Under KVM the host may deschedule a vCPU at any point, even
+        // with IRQs off, and run it again later.
+        if self.cfg.paravirt == machine::scenario::Paravirt::Kvm && self.cfg.vcpu_preemption {
+            let p = self.cpus[c as usize].vcpu_preempted;
+            out.push((
+                c,
+                if p {
+                    StepKind::VcpuResume
+                } else {
+                    StepKind::VcpuPreempt
+                },
+            ));
+        }
+    }
+
+    /// Record what each step reads and writes ([`World::step_footprint`])
+    /// or not (the simulator: not even a test per access beyond a flag).
+    pub fn track_footprints(&mut self, on: bool) {
+        let tag = |k: u8| if on { k } else { 0 };
+        let obj = |k: u8, i: usize| Obj::new(tag(k), i);
+        self.cpus.set_tag(tag(kind::CPU));
+        self.tasks.set_tag(tag(kind::TASK));
+        self.mms.set_tag(tag(kind::MM));
+        self.membufs.set_tag(tag(kind::MEMBUF));
+        // The configuration is never written by a step: were it, that
+        // step would conflict with every other.
+        self.cfg.set_obj(obj(kind::ALL, 0));
+        self.op_names.set_obj(obj(kind::FIELD, field::OP_NAMES));
+        self.files.set_obj(obj(kind::FIELD, field::FILES));
+        self.mem.track_footprints(on);
+        self.measuring.track(on);
+        self.violations.track(on);
+        self.hugetlb_pmds.track(on);
+        self.hugetlb_i_mmap_writer.track(on);
+        self.rcu_batches.track(on);
+        self.asids.track(on);
+        self.next_ctx_id.track(on);
+        self.psc_index.track(on);
+        self.atomic_nesting.track(on);
+        self.tlb_filled.track(on);
+    }
+
+    /// Is a task asleep on `cpu`? Reads (for a footprint) the tasks
+    /// whose CPU is `cpu` only: a task comes to a CPU by a step that also
+    /// writes that CPU (its runqueue) or by going to sleep there.
+    fn sleeping_on(&self, cpu: CpuId) -> bool {
+        let on: Vec<usize> = machine::footprint::paused(|| {
+            (self.tasks.iter().enumerate())
+                .filter(|(_, t)| t.cpu == cpu)
+                .map(|(i, _)| i)
+                .collect()
+        });
+        on.into_iter()
+            .any(|i| self.tasks[i].state == TaskState::Sleeping)
+    }
+
+    /// What the step `kind` of `cpu` reads and writes from this state
+    /// (which it then takes), with what decides which steps `cpu` may
+    /// take: the checker's partial-order reduction judges two steps
+    /// independent by it ([`machine::footprint`]). The weak memory's
+    /// clean-up after the step is left out (a function of the state).
+    pub fn step_footprint(
+        &mut self,
+        cpu: CpuId,
+        kind: StepKind,
+        fx: &mut Effects,
+    ) -> machine::footprint::Footprint {
+        machine::footprint::start();
+        self.enabled_on(cpu, true, &mut Vec::new());
+        if let StepKind::Picked { .. } = kind {
+            self.weak.stale_for(cpu);
+        }
+        self.step(cpu, kind, fx);
+        machine::footprint::take()
     }
 
     /// Weak model: for each step whose CPU may read an older message,
@@ -1334,11 +1425,14 @@ impl World {
             _ => self.step_kernel(cpu, kind, fx),
         }
         if !self.weak.is_empty() {
-            let mut task_ctx = vec![false; self.cpus.len()];
-            for t in self.tasks.iter().filter(|t| t.state != TaskState::Exited) {
-                task_ctx[t.cpu as usize] = true;
-            }
-            self.weak.gc(&task_ctx);
+            // (A clean-up as a function of the whole state: no footprint.)
+            machine::footprint::paused(|| {
+                let mut task_ctx = vec![false; self.cpus.len()];
+                for t in self.tasks.iter().filter(|t| t.state != TaskState::Exited) {
+                    task_ctx[t.cpu as usize] = true;
+                }
+                self.weak.gc(&task_ctx)
+            });
         }
     }
 
@@ -1456,7 +1550,7 @@ impl World {
         let task = &mut self.tasks[t as usize];
         task.state = TaskState::Exited;
         if task.measured {
-            self.measuring -= 1;
+            *self.measuring -= 1;
             fx.stat(Stat::Done(t));
         }
         fx.label(Label::Exit);

@@ -15,6 +15,7 @@
 pub mod cost;
 pub mod cpumask;
 pub mod error;
+pub mod footprint;
 pub mod mem;
 pub mod scenario;
 pub mod tlb;

@@ -8,6 +8,7 @@
 //! per-CPU lists are, so a freed frame is handed out again soon: that is what
 //! turns a missed flush into a visible use-after-free.
 
+use crate::footprint::{self, kind, Obj};
 use crate::{Error, Pfn, PTRS_PER_TABLE};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -165,6 +166,9 @@ pub struct PhysMem {
     /// is hashed (the simulator, which never hashes it, writes millions of
     /// entries). Not state: neither compared nor hashed.
     defer_digests: bool,
+    /// Record accesses in the thread's [`footprint`] (the checker's
+    /// worlds only). Not state: neither compared nor hashed.
+    track: bool,
 }
 
 impl Clone for PhysMem {
@@ -178,6 +182,7 @@ impl Clone for PhysMem {
             in_use: self.in_use,
             spare: Vec::new(),
             defer_digests: self.defer_digests,
+            track: self.track,
         }
     }
 }
@@ -238,6 +243,7 @@ impl PhysMem {
             in_use: 0,
             spare: Vec::new(),
             defer_digests: false,
+            track: false,
         }
     }
 
@@ -248,9 +254,25 @@ impl PhysMem {
         self.defer_digests = true;
     }
 
+    /// Record this memory's accesses in the thread's [`footprint`] or not.
+    pub fn track_footprints(&mut self, on: bool) {
+        self.track = on;
+    }
+
+    #[inline(always)]
+    fn rec(&self, kind: u8, index: usize, write: bool) {
+        if self.track {
+            match write {
+                true => footprint::write(|| Obj::new(kind, index)),
+                false => footprint::read(|| Obj::new(kind, index)),
+            }
+        }
+    }
+
     /// Allocate a frame for `usage` (`alloc_page`, `pte_alloc_one`, ...).
     /// Page-table pages come zeroed.
     pub fn alloc(&mut self, usage: FrameUse) -> Result<Pfn, Error> {
+        self.rec(kind::FRAME_ALLOC, 0, true);
         let pfn = match self.free_head {
             0 => {
                 let p = self.meta.len() as Pfn;
@@ -272,6 +294,7 @@ impl PhysMem {
             refs: 1,
             gup: 0,
         };
+        self.rec(kind::FRAME, pfn as usize, true);
         if let FrameUse::Table(_) = usage {
             let t = self.spare.pop().unwrap_or_else(Table::new);
             self.tables[pfn as usize] = Some(t);
@@ -290,6 +313,8 @@ impl PhysMem {
 
     /// Free a frame: its generation moves on, its table contents are gone.
     pub fn free(&mut self, pfn: Pfn) {
+        self.rec(kind::FRAME_ALLOC, 0, true);
+        self.rec(kind::FRAME, pfn as usize, true);
         let m = &mut self.meta[pfn as usize];
         debug_assert_ne!(m.usage, FrameUse::Free, "double free of frame {pfn}");
         // Only page-table pages (in use or deposited) have contents.
@@ -317,6 +342,7 @@ impl PhysMem {
 
     /// `folio_get`: another mapping of the page (fork's `copy_present_pte`).
     pub fn get_page(&mut self, pfn: Pfn) {
+        self.rec(kind::FRAME, pfn as usize, true);
         let m = &mut self.meta[pfn as usize];
         debug_assert_ne!(m.usage, FrameUse::Free, "get_page of free frame {pfn}");
         m.refs = m.refs.saturating_add(1);
@@ -325,6 +351,7 @@ impl PhysMem {
     /// `folio_put`: drop one reference; the page is freed with the last
     /// (a GUP pin keeps an unmapped page). Returns whether it was freed.
     pub fn put_page(&mut self, pfn: Pfn) -> bool {
+        self.rec(kind::FRAME, pfn as usize, true);
         let m = &mut self.meta[pfn as usize];
         if m.refs > 1 || m.gup > 0 {
             m.refs = m.refs.saturating_sub(1);
@@ -337,6 +364,7 @@ impl PhysMem {
     /// `try_grab_folio_fast`: GUP takes `n` references (FOLL_PIN on a
     /// small folio: `GUP_PIN_COUNTING_BIAS`).
     pub fn gup_get(&mut self, pfn: Pfn, n: u16) {
+        self.rec(kind::FRAME, pfn as usize, true);
         let m = &mut self.meta[pfn as usize];
         debug_assert_ne!(m.usage, FrameUse::Free, "GUP pin of free frame {pfn}");
         m.gup = m.gup.saturating_add(n);
@@ -346,6 +374,7 @@ impl PhysMem {
     /// page no mapping holds any more is freed with them. Returns whether
     /// it was freed.
     pub fn gup_put(&mut self, pfn: Pfn, n: u16) -> bool {
+        self.rec(kind::FRAME, pfn as usize, true);
         let m = &mut self.meta[pfn as usize];
         m.gup = m.gup.saturating_sub(n);
         if m.gup == 0 && m.refs == 0 {
@@ -357,6 +386,7 @@ impl PhysMem {
 
     /// `folio_ref_count`: the mappings' references plus GUP's.
     pub fn ref_count(&self, pfn: Pfn) -> u32 {
+        self.rec(kind::FRAME, pfn as usize, false);
         let m = &self.meta[pfn as usize];
         debug_assert_ne!(m.usage, FrameUse::Free, "references of free frame {pfn}");
         m.refs as u32 + m.gup as u32
@@ -364,6 +394,7 @@ impl PhysMem {
 
     /// The mappings' references (`folio_mapcount` for an anonymous page).
     pub fn refs(&self, pfn: Pfn) -> u16 {
+        self.rec(kind::FRAME, pfn as usize, false);
         let m = &self.meta[pfn as usize];
         debug_assert_ne!(m.usage, FrameUse::Free, "references of free frame {pfn}");
         m.refs
@@ -372,6 +403,7 @@ impl PhysMem {
     /// Give a frame a new role without freeing it (e.g. a PTE table that is
     /// unhooked and deposited): for anyone who cached it, it was reused.
     pub fn retag(&mut self, pfn: Pfn, usage: FrameUse) {
+        self.rec(kind::FRAME, pfn as usize, true);
         let m = &mut self.meta[pfn as usize];
         m.usage = usage;
         let g = &mut self.gens[pfn as usize];
@@ -381,20 +413,24 @@ impl PhysMem {
     /// The frame's current generation.
     #[inline]
     pub fn gen(&self, pfn: Pfn) -> u32 {
+        self.rec(kind::FRAME, pfn as usize, false);
         self.gens[pfn as usize]
     }
 
     pub fn usage(&self, pfn: Pfn) -> FrameUse {
+        self.rec(kind::FRAME, pfn as usize, false);
         self.meta[pfn as usize].usage
     }
 
     /// Frames in use now.
     pub fn in_use(&self) -> u32 {
+        self.rec(kind::FRAME_ALLOC, 0, false);
         self.in_use
     }
 
     /// Highest frame number handed out so far plus one.
     pub fn high_water(&self) -> u32 {
+        self.rec(kind::FRAME_ALLOC, 0, false);
         self.meta.len() as u32
     }
 
@@ -402,6 +438,7 @@ impl PhysMem {
     /// page-table page any more (freed or reused).
     #[inline]
     pub fn read(&self, pfn: Pfn, idx: usize) -> Option<u64> {
+        self.rec(kind::FRAME, pfn as usize, false);
         self.tables[pfn as usize].as_ref().map(|t| t.e[idx])
     }
 
@@ -423,6 +460,7 @@ impl PhysMem {
     /// Write entry `idx` of page-table page `pfn`.
     #[inline(always)]
     pub fn write(&mut self, pfn: Pfn, idx: usize, val: u64) {
+        self.rec(kind::FRAME, pfn as usize, true);
         let keep = !self.defer_digests;
         let t = self.tables[pfn as usize]
             .as_mut()
@@ -444,6 +482,7 @@ impl PhysMem {
 
     /// Does page-table page `pfn` hold no present entry?
     pub fn table_empty(&self, pfn: Pfn) -> bool {
+        self.rec(kind::FRAME, pfn as usize, false);
         // (An all-zero table, as most are when asked, needs no scan.)
         self.tables[pfn as usize]
             .as_ref()

@@ -527,7 +527,7 @@ impl Sim {
     pub fn run(&mut self, mut progress: impl FnMut(&Sim)) -> End {
         let mut tick = 0u32;
         loop {
-            if self.world.measuring == 0 {
+            if *self.world.measuring == 0 {
                 self.count_passed_wakes(None);
                 return End::Done;
             }

@@ -24,6 +24,11 @@ pub struct Args {
     /// it declares some): `off` explores every renamed copy, to compare.
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
     symmetry: String,
+    /// Partial-order reduction (sleep sets over the steps' recorded
+    /// footprints): the same states, fewer transitions. Off by default:
+    /// recording the footprints costs more time than it saves so far.
+    #[arg(long, default_value = "off", value_parser = ["on", "off"])]
+    reduction: String,
     /// Memory model: `arch` (x86-TSO on x86, the weak model on arm64
     /// and RISC-V), or `sc` / `tso` / `weak` to compare.
     #[arg(long, default_value = "arch", value_parser = ["arch", "sc", "tso", "weak"])]
@@ -44,6 +49,7 @@ pub fn main(args: Args) -> Result<u8, Error> {
         max_depth,
         max_states,
         symmetry,
+        reduction,
         memory_model,
         json,
         threads,
@@ -60,6 +66,7 @@ pub fn main(args: Args) -> Result<u8, Error> {
     let bounds = check::Bounds {
         max_depth,
         max_states,
+        reduction: reduction == "on",
     };
     let symmetry = symmetry == "on";
     if all {

@@ -127,7 +127,8 @@ pub fn new_context(w: &mut World, cpu: CpuId, mm: MmId, fx: &mut Effects) -> u64
             return newasid;
         }
         // We had a valid ASID in a previous life: try to keep it.
-        if !w.asids.test_and_set(w.asids.idx(asid) as u32) {
+        let bit = w.asids.idx(asid) as u32;
+        if !w.asids.test_and_set(bit) {
             return newasid;
         }
     }

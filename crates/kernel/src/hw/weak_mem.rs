@@ -23,8 +23,11 @@
 
 use crate::hw::memory_model::Loc;
 use crate::hw::wmm::{self, Barrier, Fwd, LocId, Memory, Read, ReadKind, ThreadView, View};
+use crate::world::field;
+use machine::footprint::{self, kind, Obj};
 use machine::scenario::Arch;
 use machine::CpuId;
+use std::hash::{Hash, Hasher};
 
 /// Messages and views of the locations some CPU may read stale.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -44,6 +47,25 @@ impl Default for WeakMem {
             views: Vec::new(),
         }
     }
+}
+
+/// The footprint object of `loc`'s messages.
+fn loc_obj(loc: Loc) -> Obj {
+    let mut h = rustc_hash::FxHasher::default();
+    loc.hash(&mut h);
+    Obj::new(kind::WEAK_LOC, h.finish() as usize)
+}
+
+/// `cpu` reads `loc`'s messages with its views.
+fn record_read(loc: Loc, cpu: CpuId) {
+    footprint::read(|| loc_obj(loc));
+    footprint::read(|| Obj::new(kind::WEAK_VIEW, cpu as usize));
+}
+
+/// `cpu` adds a message to `loc` (its views rise).
+fn record_write(loc: Loc, cpu: CpuId) {
+    footprint::write(|| loc_obj(loc));
+    footprint::write(|| Obj::new(kind::WEAK_VIEW, cpu as usize));
 }
 
 /// A load's possible results: (timestamp, value), newest first.
@@ -92,6 +114,8 @@ impl WeakMem {
     /// `cpu`'s store of `val` to `loc` (whose value was `old`) reaches
     /// memory: a new message, the newest of `loc`.
     pub fn write(&mut self, cpu: CpuId, loc: Loc, old: u64, val: u64, arch: Arch, cpus: usize) {
+        record_write(loc, cpu);
+        footprint::write(|| Obj::new(kind::FIELD, field::WEAK_ORDER));
         let id = self.intern(loc, old, arch, cpus);
         let w = wmm::Write {
             loc: id,
@@ -109,6 +133,7 @@ impl WeakMem {
     /// What a plain load (`READ_ONCE`) of `loc` by `cpu` may return, newest
     /// first; empty when `loc` has no old message (the load reads memory).
     pub fn choices(&self, cpu: CpuId, loc: Loc) -> Choices {
+        record_read(loc, cpu);
         let Some(id) = self.id(loc) else {
             return Vec::new();
         };
@@ -124,6 +149,8 @@ impl WeakMem {
     /// `cpu` loads `loc` and gets the message at `t` (one of
     /// [`WeakMem::choices`]): its views rise.
     pub fn read(&mut self, cpu: CpuId, loc: Loc, t: View) {
+        record_read(loc, cpu);
+        footprint::write(|| Obj::new(kind::WEAK_VIEW, cpu as usize));
         let id = self.id(loc).expect("a location with choices is interned");
         wmm::read_at(&mut self.views[cpu as usize], &self.mem, &plain(id), t);
     }
@@ -131,6 +158,8 @@ impl WeakMem {
     /// `cpu` reads the newest message of `loc` (an atomic's read), if
     /// `loc` has messages.
     pub fn read_newest(&mut self, cpu: CpuId, loc: Loc) {
+        record_read(loc, cpu);
+        footprint::write(|| Obj::new(kind::WEAK_VIEW, cpu as usize));
         if let Some(id) = self.id(loc) {
             let t = self.newest(id);
             wmm::read_at(&mut self.views[cpu as usize], &self.mem, &plain(id), t);
@@ -143,6 +172,8 @@ impl WeakMem {
     /// an acquire (which orders only what that holder wrote), a modelling
     /// choice for `cpu_asid_lock`, whose holders write the allocator state.
     pub fn catch_up(&mut self, cpu: CpuId) {
+        footprint::read(|| Obj::new(kind::FIELD, field::WEAK_ORDER));
+        footprint::write(|| Obj::new(kind::WEAK_VIEW, cpu as usize));
         for id in 0..self.locs.len() {
             let t = self.newest(id);
             let tv = &mut self.views[cpu as usize];
@@ -152,6 +183,7 @@ impl WeakMem {
 
     /// Is `t` the newest message of `loc`?
     pub fn is_newest(&self, loc: Loc, t: View) -> bool {
+        footprint::read(|| loc_obj(loc));
         let id = self.id(loc).expect("interned");
         self.newest(id) == t
     }
@@ -166,6 +198,7 @@ impl WeakMem {
 
     /// `cpu` executes barrier `b` (after its store buffer drained).
     pub fn barrier(&mut self, cpu: CpuId, b: Barrier) {
+        footprint::write(|| Obj::new(kind::WEAK_VIEW, cpu as usize));
         if let Some(tv) = self.views.get_mut(cpu as usize) {
             wmm::barrier(tv, b);
         }
@@ -173,6 +206,8 @@ impl WeakMem {
 
     /// May `cpu` read an older value than memory holds of some location?
     pub fn stale_for(&self, cpu: CpuId) -> bool {
+        footprint::read(|| Obj::new(kind::FIELD, field::WEAK_ORDER));
+        footprint::read(|| Obj::new(kind::WEAK_VIEW, cpu as usize));
         (0..self.locs.len()).any(|id| self.floor(cpu as usize, id) < self.newest(id))
     }
 

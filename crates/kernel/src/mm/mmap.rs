@@ -170,9 +170,9 @@ impl Munmap {
                 }
             }
             Pc::Free => {
-                if self.hugetlb && w.hugetlb_i_mmap_writer == Some(task) {
+                if self.hugetlb && *w.hugetlb_i_mmap_writer == Some(task) {
                     // __hugetlb_zap_end: i_mmap_unlock_write; waiters retry.
-                    w.hugetlb_i_mmap_writer = None;
+                    *w.hugetlb_i_mmap_writer = None;
                     for c in &w.cpus {
                         if c.curr.is_some() {
                             fx.wake(c.id);
@@ -250,7 +250,7 @@ impl Munmap {
             if w.hugetlb_i_mmap_writer.is_some_and(|t| t != task) {
                 return Flow::Block;
             }
-            w.hugetlb_i_mmap_writer = Some(task);
+            *w.hugetlb_i_mmap_writer = Some(task);
             unmap_hugepage_range(w, task, addr, stop, fx)
         } else {
             unmap_page_range_step(w, task, addr, stop, fx)
