@@ -77,6 +77,11 @@ impl<T> CowVec<T> {
         }
     }
 
+    /// Record a read of every element (a value derived from them all).
+    pub fn note_read_all(&self) {
+        self.touch_all(false);
+    }
+
     /// Record an access to every element and to the length.
     fn touch_all(&self, write: bool) {
         if self.tag == 0 || !footprint::recording() {

@@ -137,15 +137,16 @@ pub fn can_run(w: &World, task: &Task) -> bool {
     match task.prog.get(task.us.pc as usize) {
         Some(UserOp::Spin) => false,
         Some(UserOp::DoneSpin) => !task.us.done,
-        // mmap: mmap_write_lock, vma_start_write of the VMAs it replaces.
+        // mmap: mmap_write_lock, then (`us.sub` = 1) the readers of the
+        // VMAs it replaces gone.
         Some(
             UserOp::Mmap { start, len }
             | UserOp::MmapHugetlb { start, len }
             | UserOp::MmapFile { start, len, .. },
-        ) => {
-            crate::mm::mmap_lock::mmap_write_lock_free(w, task.mm, task.id)
-                && crate::mm::mmap_lock::vma_start_write_free(w, task.mm, *start, start + len)
-        }
+        ) => match task.us.sub {
+            0 => crate::mm::mmap_lock::mmap_write_lock_free(w, task.mm, task.id),
+            _ => crate::mm::mmap_lock::vma_start_write_free(w, task.mm, *start, start + len),
+        },
         _ => task.state != crate::world::TaskState::Exited,
     }
 }
@@ -262,19 +263,25 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             Flow::Yield
         }
         UserOp::MmapFile { start, len, file } => {
-            sys_mmap(w, t, start, len, Mapping::File(file), fx);
-            advance(w);
-            Flow::Yield
+            let flow = sys_mmap(w, t, start, len, Mapping::File(file), fx);
+            if !matches!(flow, Flow::Block) {
+                advance(w);
+            }
+            flow
         }
         UserOp::Mmap { start, len } => {
-            sys_mmap(w, t, start, len, Mapping::Anon, fx);
-            advance(w);
-            Flow::Yield
+            let flow = sys_mmap(w, t, start, len, Mapping::Anon, fx);
+            if !matches!(flow, Flow::Block) {
+                advance(w);
+            }
+            flow
         }
         UserOp::MmapHugetlb { start, len } => {
-            sys_mmap(w, t, start, len, Mapping::Hugetlb, fx);
-            advance(w);
-            Flow::Yield
+            let flow = sys_mmap(w, t, start, len, Mapping::Hugetlb, fx);
+            if !matches!(flow, Flow::Block) {
+                advance(w);
+            }
+            flow
         }
         UserOp::Spin => Flow::Block,
         UserOp::DoneSpin => {
@@ -392,19 +399,39 @@ enum Mapping {
 }
 
 /// mm/mmap.c: `mmap(MAP_FIXED)`: the syscall under `mmap_write_lock`,
-/// the VMAs it replaces write-locked (`mmap_fixed_begin`), the new VMA.
-fn sys_mmap(w: &mut World, t: TaskId, start: u64, len: u64, what: Mapping, fx: &mut Effects) {
-    fx.cost(Cost::SyscallEntryExit, 1);
-    fx.cost(Cost::MmapFixed, 1);
-    fx.label(crate::Label::Syscall { nr: "mmap" });
+/// the VMAs it replaces write-locked (`mmap_fixed_begin`; their readers
+/// waited for: `us.sub` = 1, [`Flow::Block`]), the new VMA.
+fn sys_mmap(
+    w: &mut World,
+    t: TaskId,
+    start: u64,
+    len: u64,
+    what: Mapping,
+    fx: &mut Effects,
+) -> Flow {
     let mm = w.tasks[t as usize].mm;
-    mmap_fixed_begin(w, t, mm, start, len, fx);
+    if w.tasks[t as usize].us.sub == 0 {
+        fx.cost(Cost::SyscallEntryExit, 1);
+        fx.cost(Cost::MmapFixed, 1);
+        fx.label(crate::Label::Syscall { nr: "mmap" });
+        crate::mm::mmap_lock::mmap_write_lock(w, mm, t, fx);
+        crate::mm::mmap_lock::vma_start_write(w, mm, start, start + len, fx);
+        w.tasks[t as usize].us.sub = 1;
+    }
+    if !crate::mm::mmap_lock::vma_start_write_free(w, mm, start, start + len) {
+        return Flow::Block;
+    }
+    w.tasks[t as usize].us.sub = 0;
+    w.mms[mm as usize]
+        .vmas
+        .retain(|v| v.end <= start || v.start >= start + len);
     match what {
         Mapping::Anon => w.add_vma(mm, start, len),
         Mapping::Hugetlb => w.add_vma_hugetlb(mm, start, len),
         Mapping::File(file) => w.add_vma_file(mm, start, len, file),
     }
     crate::mm::mmap_lock::mmap_write_unlock(w, mm, fx);
+    Flow::Yield
 }
 
 /// The program's measured part is over: report the task done (once); it
@@ -520,22 +547,4 @@ fn access(
             false
         }
     }
-}
-
-/// mm/mmap.c: `vm_mmap_pgoff` → `do_mmap` with `MAP_FIXED`: under
-/// `mmap_write_lock` (the caller checked it is free), the VMAs in the way
-/// are write-locked and dropped (the model keeps no pages under them).
-fn mmap_fixed_begin(
-    w: &mut World,
-    t: TaskId,
-    mm: crate::MmId,
-    start: u64,
-    len: u64,
-    fx: &mut Effects,
-) {
-    crate::mm::mmap_lock::mmap_write_lock(w, mm, t, fx);
-    crate::mm::mmap_lock::vma_start_write(w, mm, start, start + len, fx);
-    w.mms[mm as usize]
-        .vmas
-        .retain(|v| v.end <= start || v.start >= start + len);
 }

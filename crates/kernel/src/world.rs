@@ -1197,30 +1197,43 @@ impl World {
     /// for a window that spans steps. The count only.
     pub fn local_irq_disable(&mut self, cpu: CpuId) {
         self.cpus[cpu as usize].irqs_off += 1;
-        self.atomic_nesting.0 += 1;
+        self.nesting(1);
     }
 
     /// include/linux/irqflags.h: `local_irq_enable` (or `_restore`) on `cpu`.
     pub fn local_irq_enable(&mut self, cpu: CpuId) {
         self.cpus[cpu as usize].irqs_off -= 1;
-        self.atomic_nesting.0 -= 1;
+        self.nesting(-1);
     }
 
     /// include/linux/preempt.h: `preempt_disable` (`get_cpu`) on `cpu`.
     pub fn preempt_disable(&mut self, cpu: CpuId) {
         self.cpus[cpu as usize].preempt_count += 1;
-        self.atomic_nesting.0 += 1;
+        self.nesting(1);
     }
 
     /// include/linux/preempt.h: `preempt_enable` (`put_cpu`) on `cpu`: the
     /// count only; the preemption point is the caller's next step.
     pub fn preempt_enable(&mut self, cpu: CpuId) {
         self.cpus[cpu as usize].preempt_count -= 1;
-        self.atomic_nesting.0 -= 1;
+        self.nesting(-1);
+    }
+
+    /// Keep [`World::atomic_nesting`] in step with a count of a CPU that
+    /// the caller changed: a sum, so no footprint of its own (updates by
+    /// different CPUs commute; the CPU's element records the change, and
+    /// [`World::any_cpu_atomic`] reads every CPU's).
+    fn nesting(&mut self, by: i32) {
+        machine::footprint::paused(|| {
+            let n = &mut self.atomic_nesting.0;
+            *n = n.wrapping_add_signed(by);
+        });
     }
 
     /// Is some CPU in an RCU read-side section (IRQs or preemption off)?
     pub fn any_cpu_atomic(&self) -> bool {
+        // (What the sum stands for, for a footprint: every CPU's counts.)
+        self.cpus.note_read_all();
         debug_assert_eq!(
             self.atomic_nesting.0,
             self.cpus
@@ -1229,7 +1242,7 @@ impl World {
                 .sum::<u32>(),
             "an IRQ or preemption count changed outside World::local_irq_disable and kin"
         );
-        self.atomic_nesting.0 != 0
+        machine::footprint::paused(|| self.atomic_nesting.0 != 0)
     }
 
     /// May the task running on `cpu` be preempted now? In user mode, IRQs

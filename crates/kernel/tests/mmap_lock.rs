@@ -195,6 +195,54 @@ fn collapse_waits_for_a_madvise_holding_the_vma_read_lock() {
     assert!(pte::huge(pmd(&w, mm, P)));
 }
 
+/// A writer waiting for a VMA's readers refuses new ones
+/// (`vma_start_write` adds `VMA_LOCK_OFFSET` to `vm_refcnt` before it
+/// waits; before 6.15 the queued writer failed `down_read_trylock`): with
+/// the collapse waiting in `vma_start_write` for the madvise's zap, a new
+/// `lock_vma_under_rcu` of the VMA fails (the fault or madvise falls back
+/// to `mmap_read_lock`, which the collapse holds), and a munmap waiting
+/// for the zap holds `mmap_write_lock` with the VMA marked likewise. The
+/// old model marked the VMA only once its readers had gone, so readers
+/// kept coming in and could starve the writer.
+#[test]
+fn a_waiting_vma_writer_refuses_new_readers() {
+    use kernel::mm::mmap_lock::{lock_vma_under_rcu, mmap_read_lock_free};
+    let zap = UserOp::MadviseDontneed {
+        start: P,
+        len: HPAGE_SIZE,
+    };
+    let (mut w, mm) = world_with(&["mm.pt_reclaim=off"], vec![zap.clone(), UserOp::Exit]);
+    drive(&mut w, |c, _| c == 1, |w| w.mms[1].vmas[0].vm_readers == 1);
+    run_alone(&mut w, 0);
+    assert_eq!(collapse_pc(&w), Some(Pc::VmaStartWrite));
+    assert!(w.mms[mm as usize].vmas[0].vm_write_locked);
+    assert!(lock_vma_under_rcu(&mut w, mm, P, &mut Effects::default()).is_none());
+    assert!(!mmap_read_lock_free(&w, mm));
+    assert_eq!(w.mms[mm as usize].vmas[0].vm_readers, 1);
+    // munmap in place of the collapse.
+    let mut s = Scenario::default();
+    s.machine.cpus = 2;
+    s.set("mm.pt_reclaim=off").unwrap();
+    let mut w = World::new(&s).unwrap();
+    let mm = w.mm_alloc().unwrap();
+    w.add_vma(mm, P, HPAGE_SIZE);
+    kernel::mm::memory::populate_range(&mut w, mm, P, P + HPAGE_SIZE).unwrap();
+    let unmap = UserOp::Munmap {
+        start: P,
+        len: HPAGE_SIZE,
+    };
+    w.spawn(mm, 0, vec![unmap, UserOp::Exit], true);
+    w.spawn(mm, 1, vec![zap, UserOp::Exit], true);
+    drive(&mut w, |c, _| c == 1, |w| w.mms[1].vmas[0].vm_readers == 1);
+    run_alone(&mut w, 0);
+    assert!(!w.can_run(0), "munmap waits for the zap");
+    assert_eq!(w.mms[mm as usize].mmap_lock_writer, Some(0));
+    assert!(lock_vma_under_rcu(&mut w, mm, P, &mut Effects::default()).is_none());
+    drive(&mut w, |_, _| true, |w| exited(w, 0) && exited(w, 1));
+    assert!(w.violations.is_empty());
+    assert!(w.mms[mm as usize].vmas.is_empty());
+}
+
 /// With PT_RECLAIM (x86's default) the same `MADV_DONTNEED` zaps the
 /// whole PTE table in its first step and frees it (PMD cleared, table
 /// gathered with `freed_tables`): the collapse's scan finds no table

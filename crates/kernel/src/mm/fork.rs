@@ -18,8 +18,11 @@ use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Pc {
-    /// `copy_process`, `dup_mm`: `mmap_write_lock(oldmm)`, a new mm, the VMAs.
+    /// `copy_process`, `dup_mm`: a new mm, `mmap_write_lock(oldmm)`,
+    /// `vma_start_write` of its VMAs.
     Enter,
+    /// `__vma_enter_locked`: wait for the VMAs' readers; copy the VMAs.
+    VmaWait,
     /// `copy_page_range` of VMA `vma`, one PTE table (`copy_pte_range`) per step.
     Copy { vma: u16, addr: u64 },
     /// `flush_tlb_mm(oldmm)`.
@@ -47,13 +50,15 @@ impl Fork {
         }
     }
 
-    /// Can the next step run: at entry `mmap_write_lock(oldmm)` and each
-    /// VMA's `vma_start_write` must be free; afterwards this task holds them.
+    /// Can the next step run: at entry `mmap_write_lock(oldmm)` must be
+    /// free, then the VMAs' readers gone; afterwards this task holds them.
     pub fn can_run(&self, w: &World, task: TaskId) -> bool {
         let mm = w.tasks[task as usize].mm;
-        self.pc != Pc::Enter
-            || (crate::mm::mmap_lock::mmap_write_lock_free(w, mm, task)
-                && crate::mm::mmap_lock::vma_start_write_free(w, mm, 0, u64::MAX))
+        match self.pc {
+            Pc::Enter => crate::mm::mmap_lock::mmap_write_lock_free(w, mm, task),
+            Pc::VmaWait => crate::mm::mmap_lock::vma_start_write_free(w, mm, 0, u64::MAX),
+            _ => true,
+        }
     }
 
     /// kernel/fork.c: `dup_mmap`.
@@ -79,6 +84,12 @@ impl Fork {
                 // of each VMA it copies (all at once here).
                 crate::mm::mmap_lock::mmap_write_lock(w, mm, task, fx);
                 crate::mm::mmap_lock::vma_start_write(w, mm, 0, u64::MAX, fx);
+                self.child_mm = child;
+                self.pc = Pc::VmaWait;
+                Flow::Continue
+            }
+            Pc::VmaWait => {
+                let child = self.child_mm;
                 w.mms[child as usize].vmas = w.mms[mm as usize].vmas.clone();
                 for v in &mut w.mms[child as usize].vmas {
                     // vm_area_dup: the copy starts unlocked.
@@ -87,7 +98,6 @@ impl Fork {
                 }
                 w.counters.forks += 1;
                 fx.label(Label::Fork { parent: mm, child });
-                self.child_mm = child;
                 let start = w.mms[mm as usize].vmas.first().map_or(0, |v| v.start);
                 self.pc = Pc::Copy {
                     vma: 0,

@@ -214,15 +214,18 @@ impl CollapseHugePage {
                 if !(pte::present(pmd) && pte::pfn(pmd) == self.table) {
                     return self.out_up_write(w, task, Err(ScanResult::PmdNull), false, fx);
                 }
+                // vma_start_write: new VMA readers fail from here on;
+                // those already in are waited for.
+                vma_start_write(w, mm, self.addr, self.addr + HPAGE_SIZE, fx);
                 self.pc = Pc::VmaStartWrite;
                 if !self.can_run(w, task) {
                     return Flow::Block;
                 }
-                self.vma_start_write(w, mm, fx);
+                self.anon_vma_lock_write(w, mm);
                 Flow::Yield
             }
             Pc::VmaStartWrite => {
-                self.vma_start_write(w, mm, fx);
+                self.anon_vma_lock_write(w, mm);
                 Flow::Yield
             }
             Pc::Flush => {
@@ -340,10 +343,9 @@ impl CollapseHugePage {
         Flow::Continue
     }
 
-    /// include/linux/mmap_lock.h `vma_start_write`, then
+    /// The VMA's readers gone (`vma_start_write` done):
     /// `anon_vma_lock_write(vma->anon_vma)`.
-    fn vma_start_write(&mut self, w: &mut World, mm: crate::MmId, fx: &mut Effects) {
-        vma_start_write(w, mm, self.addr, self.addr + HPAGE_SIZE, fx);
+    fn anon_vma_lock_write(&mut self, w: &mut World, mm: crate::MmId) {
         set_anon_vma_locked(w, mm, self.addr, true);
         self.pc = Pc::Flush;
     }

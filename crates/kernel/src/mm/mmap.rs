@@ -25,8 +25,12 @@ pub const PUD_SHIFT: u32 = 30;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Pc {
-    /// `do_vmi_munmap`: detach the VMAs, `tlb_gather_mmu`.
+    /// `do_vmi_munmap`: `mmap_write_lock`, `vma_start_write` of the VMAs
+    /// in range (`exit_mmap`: `mmap_read_lock`).
     Enter,
+    /// `__vma_enter_locked`: wait for the VMAs' readers; then detach the
+    /// VMAs, `tlb_gather_mmu`.
+    VmaWait,
     /// `unmap_vmas` → `zap_pte_range` (or `__unmap_hugepage_range`), one table per step.
     Zap(u64),
     /// `free_pgtables`: unhook PTE tables no VMA needs any more.
@@ -82,17 +86,15 @@ impl Munmap {
         }
     }
 
-    /// Can the next step run: `mmap_write_lock` and `vma_start_write` of the
-    /// VMAs in range at entry (`exit_mmap`: `mmap_read_lock`), the
+    /// Can the next step run: `mmap_write_lock` at entry (`exit_mmap`:
+    /// `mmap_read_lock`), then no reader left in the VMAs in range, the
     /// hugetlbfs file's `i_mmap_lock_write` before zapping.
     pub fn can_run(&self, w: &World, task: TaskId) -> bool {
         let mm = w.tasks[task as usize].mm;
         match self.pc {
             Pc::Enter if self.fullmm => mmap_read_lock_free(w, mm),
-            Pc::Enter => {
-                mmap_write_lock_free(w, mm, task)
-                    && vma_start_write_free(w, mm, self.start, self.end)
-            }
+            Pc::Enter => mmap_write_lock_free(w, mm, task),
+            Pc::VmaWait => self.fullmm || vma_start_write_free(w, mm, self.start, self.end),
             Pc::Zap(_) if self.hugetlb => w.hugetlb_i_mmap_writer.is_none_or(|t| t == task),
             _ => true,
         }
@@ -101,7 +103,7 @@ impl Munmap {
     /// mm/vma.c: `do_vmi_align_munmap` → `vms_complete_munmap_vmas` → `unmap_region`.
     pub fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
         let mm = w.tasks[task as usize].mm;
-        if self.pc == Pc::Enter && !self.can_run(w, task) {
+        if matches!(self.pc, Pc::Enter | Pc::VmaWait) && !self.can_run(w, task) {
             // mmap_write_lock / vma_start_write sleep.
             return Flow::Block;
         }
@@ -110,7 +112,6 @@ impl Munmap {
                 fx.cost(Cost::SyscallEntryExit, 1);
                 fx.cost(Cost::MunmapFixed, 1);
                 fx.label(Label::Syscall { nr: "munmap" });
-                let (s, e) = (self.start, self.end);
                 if self.fullmm {
                     // exit_mmap: mmap_read_lock around unmap_vmas (the
                     // model keeps it through free_pgtables too).
@@ -118,8 +119,12 @@ impl Munmap {
                 } else {
                     // vms_gather_munmap_vmas: vma_start_write of each VMA.
                     mmap_write_lock(w, mm, task, fx);
-                    vma_start_write(w, mm, s, e, fx);
+                    vma_start_write(w, mm, self.start, self.end, fx);
                 }
+                self.pc = Pc::VmaWait;
+                Flow::Continue
+            }
+            Pc::VmaWait => {
                 self.detach_vmas(&mut w.mms[mm as usize].vmas);
                 if !self.fullmm {
                     // vms_complete_munmap_vmas: mmap_write_downgrade, then
