@@ -399,7 +399,7 @@ enum Mapping {
 }
 
 /// mm/mmap.c: `mmap(MAP_FIXED)`: the syscall under `mmap_write_lock`,
-/// the VMAs it replaces write-locked (`mmap_fixed_begin`; their readers
+/// the VMAs it replaces write-locked (`vma_start_write`; their readers
 /// waited for: `us.sub` = 1, [`Flow::Block`]), the new VMA.
 fn sys_mmap(
     w: &mut World,
