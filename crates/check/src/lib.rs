@@ -182,8 +182,8 @@ fn permutations(xs: &[CpuId]) -> Vec<Vec<CpuId>> {
 
 /// A state is bad when the monitor recorded a violation, or when nothing can
 /// run while a measured task has not finished (deadlock).
-fn bad(w: &World, enabled: &[(CpuId, StepKind)]) -> bool {
-    !w.violations.is_empty() || (enabled.is_empty() && *w.measuring > 0)
+fn bad(w: &World) -> bool {
+    !w.violations.is_empty() || (*w.measuring > 0 && !w.any_enabled())
 }
 
 /// Breadth-first exploration of every interleaving from `init`, without
@@ -298,12 +298,9 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
     while !level.is_empty() {
         depth = d;
         if d >= bounds.max_depth {
-            bounded |= par_rebuild(init, &nodes, &level, |_, w, sc| {
-                w.enabled(&mut sc.en);
-                !sc.en.is_empty()
-            })
-            .into_iter()
-            .any(|more| more);
+            bounded |= par_rebuild(init, &nodes, &level, |_, w, _| w.any_enabled())
+                .into_iter()
+                .any(|more| more);
             break;
         }
         let mut next = Vec::new();
@@ -456,7 +453,7 @@ fn successors(
     how: por::Expand<'_>,
     reduction: bool,
 ) -> (Vec<Succ>, Vec<(CpuId, StepKind)>) {
-    let Scratch { en, choices, fx } = sc;
+    let Scratch { choices, fx, .. } = sc;
     w.enabled(choices);
     let (asleep, only): (&[Sleeper], _) = match how {
         por::Expand::Sleep(z) => (z, None),
@@ -483,7 +480,6 @@ fn successors(
             next.step(cpu, kind, fx);
             Footprint::default()
         };
-        next.enabled(en);
         let (key, concrete) = keys.both(&next, reduction);
         // Asleep after this step: what was asleep or taken before it
         // from here, of another CPU and independent of it.
@@ -494,7 +490,7 @@ fn successors(
         out.push(Succ {
             choice: i as u16,
             key,
-            bad: bad(&next, en),
+            bad: bad(&next),
             sleep,
             concrete,
         });

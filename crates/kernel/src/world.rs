@@ -1287,6 +1287,18 @@ impl World {
         }
     }
 
+    /// Can any step be taken? (What [`World::enabled`] would say is not
+    /// empty, without running steps to find the [`StepKind::Picked`]
+    /// variants: each varies a step that is enabled itself.)
+    pub fn any_enabled(&self) -> bool {
+        let any_asleep = self.tasks.iter().any(|t| t.state == TaskState::Sleeping);
+        let mut out = Vec::new();
+        (0..self.cpus.len() as CpuId).any(|c| {
+            self.enabled_on(c, any_asleep, &mut out);
+            !out.is_empty()
+        })
+    }
+
     /// The steps CPU `c` may take (without the [`StepKind::Picked`]
     /// variants), appended to `out`.
     fn enabled_on(&self, c: CpuId, any_asleep: bool, out: &mut Vec<(CpuId, StepKind)>) {
