@@ -431,6 +431,8 @@ fn rebuild<T>(
 struct Scratch {
     en: Vec<(CpuId, StepKind)>,
     choices: Vec<(CpuId, StepKind)>,
+    /// The worlds `World::enabled_with_trials` ran to find the picks.
+    trials: Vec<Option<World>>,
     fx: Effects,
 }
 
@@ -453,8 +455,20 @@ fn successors(
     how: por::Expand<'_>,
     reduction: bool,
 ) -> (Vec<Succ>, Vec<(CpuId, StepKind)>) {
-    let Scratch { choices, fx, .. } = sc;
-    w.enabled(choices);
+    let Scratch {
+        choices,
+        fx,
+        trials,
+        ..
+    } = sc;
+    // Without the reduction the worlds run to find the picks are the
+    // successors; with it each step is run again for its footprint.
+    if reduction {
+        w.enabled(choices);
+        trials.clear();
+    } else {
+        w.enabled_with_trials(choices, trials);
+    }
     let (asleep, only): (&[Sleeper], _) = match how {
         por::Expand::Sleep(z) => (z, None),
         por::Expand::Only(o) => (&[], Some(o)),
@@ -471,13 +485,15 @@ fn successors(
     let choices = &*choices;
     let mut out = Vec::with_capacity(take.len());
     let mut taken: Vec<Sleeper> = Vec::new();
-    let mut one = |i: usize, mut next: World| {
+    let mut one = |i: usize, mut next: World, stepped: bool| {
         let (cpu, kind) = choices[i];
         fx.clear();
         let fp = if reduction && only.is_none() {
             next.step_footprint(cpu, kind, fx)
         } else {
-            next.step(cpu, kind, fx);
+            if !stepped {
+                next.step(cpu, kind, fx);
+            }
             Footprint::default()
         };
         let (key, concrete) = keys.both(&next, reduction);
@@ -501,11 +517,18 @@ fn successors(
             });
         }
     };
+    let mut trial = |i: usize| trials.get_mut(i).and_then(Option::take);
     if let Some((&last, rest)) = take.split_last() {
         for &i in rest {
-            one(i, w.clone());
+            match trial(i) {
+                Some(next) => one(i, next, true),
+                None => one(i, w.clone(), false),
+            }
         }
-        one(last, w);
+        match trial(last) {
+            Some(next) => one(last, next, true),
+            None => one(last, w, false),
+        }
     }
     (out, skipped)
 }

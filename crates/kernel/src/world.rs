@@ -800,6 +800,15 @@ pub enum StepKind {
     Picked { on: PickedOn, picks: u64 },
 }
 
+/// A step whose loads may return older messages, being varied: CPU,
+/// step, and its index among the enabled steps.
+#[derive(Clone, Copy)]
+struct Pick {
+    c: CpuId,
+    on: PickedOn,
+    base: usize,
+}
+
 /// The steps whose loads the checker may let return older messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PickedOn {
@@ -1276,14 +1285,38 @@ impl World {
 
     /// The steps enabled now, for exhaustive exploration.
     pub fn enabled(&self, out: &mut Vec<(CpuId, StepKind)>) {
+        self.enabled_with(out, None);
+    }
+
+    /// [`World::enabled`], and in `trials` (one per step) the world after
+    /// each step that was run to find the [`StepKind::Picked`] variants
+    /// (`None` for the others): the search takes those as the successors
+    /// instead of running the steps again.
+    pub fn enabled_with_trials(
+        &self,
+        out: &mut Vec<(CpuId, StepKind)>,
+        trials: &mut Vec<Option<World>>,
+    ) {
+        self.enabled_with(out, Some(trials));
+    }
+
+    fn enabled_with(
+        &self,
+        out: &mut Vec<(CpuId, StepKind)>,
+        mut trials: Option<&mut Vec<Option<World>>>,
+    ) {
         out.clear();
         // Only configurations with sleeping tasks have timers to choose.
         let any_asleep = self.tasks.iter().any(|t| t.state == TaskState::Sleeping);
         for c in 0..self.cpus.len() as CpuId {
             self.enabled_on(c, any_asleep, out);
         }
+        if let Some(t) = trials.as_deref_mut() {
+            t.clear();
+            t.resize_with(out.len(), || None);
+        }
         if !self.weak.is_empty() {
-            self.enabled_picks(out);
+            self.enabled_picks(out, trials);
         }
     }
 
@@ -1395,7 +1428,11 @@ impl World {
     /// Weak model: for each step whose CPU may read an older message,
     /// the same step with every other combination of messages its loads
     /// can return ([`StepKind::Picked`]), found by running it.
-    fn enabled_picks(&self, out: &mut Vec<(CpuId, StepKind)>) {
+    fn enabled_picks(
+        &self,
+        out: &mut Vec<(CpuId, StepKind)>,
+        mut trials: Option<&mut Vec<Option<World>>>,
+    ) {
         let n = out.len();
         for i in 0..n {
             let (c, kind) = out[i];
@@ -1405,32 +1442,44 @@ impl World {
             if !self.weak.stale_for(c) {
                 continue;
             }
-            self.pick_vectors(c, on, 0, 0, out);
+            let p = Pick { c, on, base: i };
+            self.pick_vectors(p, 0, 0, out, trials.as_deref_mut());
         }
     }
 
     /// Depth first over the loads' choices: `given` fixes the positions
     /// before `from` (and leaves the rest newest); each alternative at a
-    /// later position is a new vector.
+    /// later position is a new vector. The world after each run goes to
+    /// `trials` when asked: the vector 0 is step `p.base` itself.
     fn pick_vectors(
         &self,
-        c: CpuId,
-        on: PickedOn,
+        p: Pick,
         given: u64,
         from: u8,
         out: &mut Vec<(CpuId, StepKind)>,
+        mut trials: Option<&mut Vec<Option<World>>>,
     ) {
         let mut w = self.clone();
         let mut fx = Effects::default();
-        w.step(c, StepKind::Picked { on, picks: given }, &mut fx);
+        let kind = StepKind::Picked {
+            on: p.on,
+            picks: given,
+        };
+        w.step(p.c, kind, &mut fx);
+        let picks = fx.picks;
         if given != 0 {
-            out.push((c, StepKind::Picked { on, picks: given }));
+            out.push((p.c, kind));
         }
-        let p = fx.picks;
-        for i in from..p.pos {
-            for j in 1..p.arity(i) as u64 {
+        if let Some(t) = trials.as_deref_mut() {
+            match given {
+                0 => t[p.base] = Some(w),
+                _ => t.push(Some(w)),
+            }
+        }
+        for i in from..picks.pos {
+            for j in 1..picks.arity(i) as u64 {
                 let g = given | (j << (4 * i as u32));
-                self.pick_vectors(c, on, g, i + 1, out);
+                self.pick_vectors(p, g, i + 1, out, trials.as_deref_mut());
             }
         }
     }
