@@ -71,6 +71,14 @@ pub const BUNDLED: &[(&str, &str)] = &[
         "collapse-pin",
         include_str!("../../../scenarios/collapse-pin.toml"),
     ),
+    (
+        "kswapd-reclaim",
+        include_str!("../../../scenarios/kswapd-reclaim.toml"),
+    ),
+    (
+        "madvise-pageout-read",
+        include_str!("../../../scenarios/madvise-pageout-read.toml"),
+    ),
 ];
 
 /// Load a scenario from a file path, or a bundled one by name.

@@ -15,9 +15,6 @@ const REFUSED: &[(&str, &str, &str)] = &[
     // Kernel-range flushes (vmalloc/vfree, global entries) are modelled on
     // x86 and RISC-V (issue 15 item 12 added x86's flush_tlb_kernel_range).
     ("vmalloc_race", "arm64", "RISC-V"),
-    // Reclaim's batched unmap flush (arch_tlbbatch_flush) is modelled on x86 only.
-    ("madvise_pageout", "arm64", "x86"),
-    ("madvise_pageout", "riscv", "x86"),
     // Its defaults are a KVM guest (x86.paravirt = kvm): the race needs a
     // preempted vCPU inside GUP-fast, which only the x86 guest model has.
     ("collapse_race", "arm64", "x86"),

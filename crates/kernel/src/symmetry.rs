@@ -97,11 +97,7 @@ impl Renaming<'_> {
         match &mut f {
             Frame::FlushTlbMmRange(x) => x.info = x.info.map(|r| self.info_ref(r)),
             Frame::FlushTlbKernelRange(x) => x.info = x.info.map(|r| self.info_ref(r)),
-            Frame::MadvisePageout(x) => {
-                if let Some(b) = &mut x.batch {
-                    b.cpumask = b.cpumask.permuted(self.cpu);
-                }
-            }
+            Frame::ShrinkFolioList(x) => x.ubc.arch = x.ubc.arch.permuted(self.cpu),
             Frame::ArchTlbbatchFlush(x) => {
                 x.info = x.info.map(|r| self.info_ref(r));
                 x.batch.cpumask = x.batch.cpumask.permuted(self.cpu);
@@ -128,6 +124,7 @@ impl Renaming<'_> {
             | Frame::MadviseCollapse(_)
             | Frame::CollapseHugePage(_)
             | Frame::Vfree(_)
+            | Frame::MadvisePageout(_)
             | Frame::SwitchMmIrqsOff(_)
             | Frame::TlbRemoveTableOne(_)
             | Frame::Arm64Dsb(_)

@@ -99,6 +99,14 @@ pub enum UserOp {
     /// `madvise(start, len, MADV_PAGEOUT)`: reclaim the range now
     /// (batched unmap flush, `arch_tlbbatch_flush`).
     MadvisePageout { start: u64, len: u64 },
+    /// A kswapd pass (kernel thread): `balance_pgdat` → `shrink_node` →
+    /// `shrink_inactive_list` over the anonymous folios `mm` maps in
+    /// `[start, start + len)`, `SWAP_CLUSTER_MAX` per `shrink_folio_list`.
+    Kswapd {
+        mm: crate::MmId,
+        start: u64,
+        len: u64,
+    },
 }
 
 /// The same program with every `MADV_DONTNEED` turned into `MADV_PAGEOUT`
@@ -224,6 +232,12 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             call(w, t, || {
                 Frame::MadvisePageout(crate::mm::vmscan::MadvisePageout::new(start, len))
             })
+        }
+        UserOp::Kswapd { mm, start, len } => {
+            advance(w);
+            use crate::mm::vmscan::{Isolate, ShrinkFolioList};
+            let r = ShrinkFolioList::new(w, mm, start, start + len, Isolate::Cluster);
+            call(w, t, || Frame::ShrinkFolioList(r))
         }
         UserOp::Munmap { start, len } => {
             advance(w);

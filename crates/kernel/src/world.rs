@@ -114,6 +114,8 @@ pub enum Frame {
     TlbRemoveTableOne(crate::mm::mmu_gather::TlbRemoveTableOne),
     /// `madvise(MADV_PAGEOUT)`: reclaim with batched unmap flushes.
     MadvisePageout(crate::mm::vmscan::MadvisePageout),
+    /// Reclaim: `shrink_folio_list` over isolated folios (`MADV_PAGEOUT`, kswapd).
+    ShrinkFolioList(crate::mm::vmscan::ShrinkFolioList),
 }
 
 /// What a frame's step asks the CPU loop to do next.
@@ -156,6 +158,7 @@ impl Frame {
             Frame::ArchTlbbatchFlush(f) => f.step(w, cpu, task, fx),
             Frame::TlbRemoveTableOne(f) => f.step(w, cpu, task, fx),
             Frame::MadvisePageout(f) => f.step(w, cpu, task, fx),
+            Frame::ShrinkFolioList(f) => f.step(w, cpu, task, fx),
         }
     }
 
@@ -638,6 +641,17 @@ pub struct Counters {
     /// returned early (seed b patch 1/2).
     pub table_sync_rcu: u64,
     pub table_sync_rcu_skipped: u64,
+    /// Reclaim (`/proc/vmstat`-like): folios freed (`pgsteal`), folios
+    /// `shrink_folio_list` kept mapped (no swap, shared, pinned),
+    /// `pageout()`s (`pswpout`), swap-ins (`pswpin`).
+    pub pgsteal: u64,
+    pub reclaim_kept: u64,
+    pub pswpout: u64,
+    pub pswpin: u64,
+    /// `try_to_unmap_one`'s PTEs: flush deferred to the batch
+    /// (`set_tlb_ubc_flush_pending`) / flushed on the spot (`ptep_clear_flush`).
+    pub tlb_ubc_pending: u64,
+    pub ptep_clear_flush: u64,
 }
 
 impl PartialEq for Counters {
@@ -755,6 +769,8 @@ pub struct KernelCfg {
     pub tlb_ipi_broadcast_key: bool,
     /// `CONFIG_PT_RECLAIM` (`mm.pt_reclaim` resolved for the arch).
     pub pt_reclaim: bool,
+    /// `ARCH_WANT_BATCHED_UNMAP_TLB_FLUSH` (`<arch>.batched_unmap` of `arch`).
+    pub batched_unmap: bool,
     /// vCPUs can be preempted by the host (`x86.vcpu_run_us > 0`).
     pub vcpu_preemption: bool,
     pub arch: machine::scenario::Arch,
@@ -924,6 +940,7 @@ impl World {
             mm: s.mm.clone(),
             tlb_ipi_broadcast_key: crate::arch::x86::tlb::native_pv_tlb_init(s),
             pt_reclaim: s.pt_reclaim(),
+            batched_unmap: s.batched_unmap(),
             vcpu_preemption: s.x86.vcpu_run_us > 0,
             arch: m.arch,
             preemptible_flush: s.x86.preemptible_flush,

@@ -180,6 +180,12 @@ costs! {
     /// `hpage_collapse_scan_pmd` that stops at a pinned page
     /// (`SCAN_PAGE_COUNT`): the PTE walk and folio checks, no allocation.
     CollapseScan = "collapse_scan",
+    /// Reclaim's `pageout()` of one dirty 4 KiB anonymous folio to a
+    /// synchronous (zram-like) swap device: `add_to_swap`, compress, store.
+    SwapOutPage = "swap_out_page",
+    /// `do_swap_page` of a folio in a synchronous swap device: allocate,
+    /// decompress 4 KiB, add to the swap cache, map it.
+    SwapInPage = "swap_in_page",
 }
 
 /// One priced entry.

@@ -22,6 +22,13 @@ pub mod pte {
     pub const DIRTY: u64 = 1 << 6;
     /// `_PAGE_PSE`: a leaf at PMD level (2 MiB).
     pub const HUGE: u64 = 1 << 7;
+    /// A software bit of a present anonymous PTE (x86 `_PAGE_SOFTW1`'s
+    /// place): the folio is in the swap cache with a clean copy in swap
+    /// (mapped by a read fault's `do_swap_page`).
+    pub const SWAPCACHE: u64 = 1 << 9;
+    /// A non-present PTE holding a swap entry (`is_swap_pte`); the model
+    /// keeps no swap offset, the page's contents are not tracked.
+    pub const SWP_ENTRY: u64 = 1 << 10;
     const PFN_SHIFT: u32 = 12;
 
     /// Build an entry pointing at `pfn` with `flags`.
@@ -39,6 +46,10 @@ pub mod pte {
     }
     pub fn huge(e: u64) -> bool {
         e & HUGE != 0
+    }
+    /// `is_swap_pte`: not present, a swap entry.
+    pub fn is_swap(e: u64) -> bool {
+        !present(e) && e & SWP_ENTRY != 0
     }
 }
 

@@ -311,6 +311,22 @@ pub struct MmCfg {
     /// `tlb_remove_table`'s `GFP_NOWAIT` batch-page allocation fails (memory
     /// pressure): each table goes through `tlb_remove_table_one`.
     pub table_batch_alloc_fail: bool,
+    /// The swap device reclaim writes anonymous folios to: `zram` (a
+    /// synchronous one: `pageout()` completes at once and the folio is
+    /// freed in the same `shrink_folio_list` pass) or `none` (no swap:
+    /// `add_to_swap` fails, anonymous folios are kept mapped).
+    pub swap: Swap,
+}
+
+/// `mm.swap`: whether reclaim can write anonymous folios out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Swap {
+    /// A synchronous (`SWP_SYNCHRONOUS_IO`, zram-like) swap device.
+    #[default]
+    Zram,
+    /// No swap device.
+    None,
 }
 
 /// `mm.pt_reclaim`: `CONFIG_PT_RECLAIM` on, off, or as the arch's default.
@@ -471,6 +487,16 @@ impl WorkloadCfg {
 }
 
 impl Scenario {
+    /// Does this machine's architecture batch reclaim's unmap flushes
+    /// (`ARCH_WANT_BATCHED_UNMAP_TLB_FLUSH`, `<arch>.batched_unmap`)?
+    pub fn batched_unmap(&self) -> bool {
+        match self.machine.arch {
+            Arch::X86 => self.x86.batched_unmap,
+            Arch::Arm64 => self.arm64.batched_unmap,
+            Arch::Riscv => self.riscv.batched_unmap,
+        }
+    }
+
     /// Is `CONFIG_PT_RECLAIM` on for this machine (`mm.pt_reclaim`)?
     pub fn pt_reclaim(&self) -> bool {
         match self.mm.pt_reclaim {
@@ -707,6 +733,11 @@ impl Scenario {
                 "mm.table_batch_alloc_fail",
                 "true | false",
                 "tlb_remove_table's batch page allocation fails: tlb_remove_table_one per table",
+            ),
+            (
+                "mm.swap",
+                "zram | none",
+                "reclaim's swap device (zram: synchronous pageout); none: anonymous folios are not unmapped",
             ),
             (
                 "inject.pt_reclaim_without_freed_tables",

@@ -333,6 +333,19 @@ fn arch_counters(sim: &Sim) -> BTreeMap<String, u64> {
     for (i, r) in kernel::mm::khugepaged::ScanResult::ALL.iter().enumerate() {
         arch.insert(format!("collapse_fail_{}", r.name()), c.collapse_fail[i]);
     }
+    if c.pgsteal + c.reclaim_kept > 0 {
+        // Reclaim ran (MADV_PAGEOUT, kswapd): reports without it stay as they were.
+        for (k, v) in [
+            ("pgsteal", c.pgsteal),
+            ("reclaim_kept", c.reclaim_kept),
+            ("pswpout", c.pswpout),
+            ("pswpin", c.pswpin),
+            ("tlb_ubc_pending", c.tlb_ubc_pending),
+            ("ptep_clear_flush", c.ptep_clear_flush),
+        ] {
+            arch.insert(k.into(), v);
+        }
+    }
     if c.table_sync_targeted > 0 {
         // Seed (b) step 2 only: reports without it stay as they were.
         arch.insert("table_sync_targeted".into(), c.table_sync_targeted);

@@ -13,6 +13,7 @@ pub mod hugetlb;
 pub mod khugepaged;
 pub mod madvise_dontneed;
 pub mod mmapstress;
+pub mod reclaim;
 pub mod rt_latency;
 pub mod tlb_flush;
 pub mod usemem;
@@ -51,6 +52,8 @@ pub fn catalogue() -> Vec<WorkloadInfo> {
         defer_race::VMALLOC_RACE,
         rt_latency::RT_LATENCY,
         rt_latency::RT_FLUSH_RACE,
+        reclaim::KSWAPD,
+        reclaim::PAGEOUT_READ,
     ]
 }
 
@@ -84,6 +87,16 @@ const DEFAULTS: &[(&str, &str, &str)] = &[
         "madvise_pageout",
         "flush-tlb-info-madvise",
         include_str!("../../../scenarios/flush-tlb-info-madvise.toml"),
+    ),
+    (
+        "kswapd_reclaim",
+        "kswapd-reclaim",
+        include_str!("../../../scenarios/kswapd-reclaim.toml"),
+    ),
+    (
+        "madvise_pageout_read",
+        "madvise-pageout-read",
+        include_str!("../../../scenarios/madvise-pageout-read.toml"),
     ),
     (
         "madvise_race",

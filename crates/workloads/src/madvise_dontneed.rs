@@ -101,23 +101,18 @@ fn build_race(s: &Scenario, w: &mut World) -> Result<(), Error> {
 }
 
 /// The same loop with `MADV_PAGEOUT`: reclaim unmaps the pages with
-/// batched flushes (`try_to_unmap_one` + `TTU_BATCH_FLUSH`), then one
-/// `arch_tlbbatch_flush` per call IPIs every CPU running the mm.
+/// batched flushes (`try_to_unmap_one` + `TTU_BATCH_FLUSH`). The pages
+/// were just written (dirty), so each one's flush is paid before its
+/// `pageout()` (`try_to_unmap_flush_dirty`): one flush per page and call.
 pub const PAGEOUT: WorkloadInfo = WorkloadInfo {
     name: "madvise_pageout",
-    about: "like madvise_dontneed, with madvise(MADV_PAGEOUT): reclaim's batched unmap flush (x86 arch_tlbbatch_flush)",
+    about: "like madvise_dontneed, with madvise(MADV_PAGEOUT): reclaim's unmap flushes (dirty pages: one flush each, before pageout)",
     keys: "threads = busy-waiting threads; size = bytes paged out per op; iterations = madvise calls",
     build: build_pageout,
     needs,
 };
 
 fn build_pageout(s: &Scenario, w: &mut World) -> Result<(), Error> {
-    if s.machine.arch != machine::scenario::Arch::X86 {
-        return Err(Error::Unsupported(format!(
-            "madvise_pageout: the batched unmap flush is modelled on x86 only (machine.arch = \"{}\")",
-            s.machine.arch.name()
-        )));
-    }
     build(s, w)?;
     if let Some(name) = w.op_names.iter_mut().find(|n| *n == "madvise_dontneed") {
         *name = "madvise_pageout".to_string();

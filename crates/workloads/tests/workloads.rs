@@ -36,8 +36,8 @@ fn every_workload_has_defaults_that_build() {
     let all = catalogue();
     assert_eq!(
         all.len(),
-        17,
-        "madvise_pageout is the 17th (issue 15 item 12)"
+        19,
+        "kswapd_reclaim and madvise_pageout_read are the 18th and 19th (issue 35 item 1)"
     );
     let mut built = 0;
     for info in &all {

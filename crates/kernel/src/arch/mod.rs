@@ -206,3 +206,85 @@ pub fn flush_tlb_fix_spurious_fault(
 pub fn fault_drops_entry(w: &World) -> bool {
     w.cfg.arch == Arch::X86
 }
+
+/// `struct arch_tlbflush_unmap_batch` of the running architecture
+/// (`current->tlb_ubc.arch`): what reclaim's deferred unmaps still owe.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ArchTlbflushUnmapBatch {
+    /// The CPUs to flush (and INVLPGB's `unmapped_pages`).
+    X86(x86::tlb_kernel::ArchTlbflushUnmapBatch),
+    /// The TLBIs already issued, waiting for their `DSB ISH`.
+    Arm64(arm64::tlbflush::ArchTlbflushUnmapBatch),
+    /// The harts to flush.
+    Riscv(riscv::tlbflush::ArchTlbflushUnmapBatch),
+}
+
+impl ArchTlbflushUnmapBatch {
+    /// An empty batch (`arch_tlbbatch_clear`).
+    pub fn new(w: &World) -> Self {
+        let mask = machine::CpuMask::new(w.cpus.len());
+        match w.cfg.arch {
+            Arch::X86 => Self::X86(x86::tlb_kernel::ArchTlbflushUnmapBatch {
+                cpumask: mask,
+                unmapped_pages: false,
+            }),
+            Arch::Arm64 => Self::Arm64(Default::default()),
+            Arch::Riscv => Self::Riscv(riscv::tlbflush::ArchTlbflushUnmapBatch { cpumask: mask }),
+        }
+    }
+
+    /// The same batch with CPU ids renamed (the checker's symmetry).
+    pub fn permuted(&self, map: &[CpuId]) -> Self {
+        let mut b = self.clone();
+        match &mut b {
+            Self::X86(x) => x.cpumask = x.cpumask.permuted(map),
+            Self::Riscv(r) => r.cpumask = r.cpumask.permuted(map),
+            Self::Arm64(_) => {}
+        }
+        b
+    }
+}
+
+/// `arch_tlbbatch_should_defer(mm)` (`cpu` is `get_cpu()`'s).
+pub fn arch_tlbbatch_should_defer(w: &World, cpu: CpuId, mm: MmId) -> bool {
+    match w.cfg.arch {
+        Arch::X86 => x86::tlb_kernel::arch_tlbbatch_should_defer(w, cpu, mm),
+        Arch::Arm64 => arm64::tlbflush::arch_tlbbatch_should_defer(),
+        // arch/riscv/mm/tlbflush.c: `arch_tlbbatch_should_defer`: true.
+        Arch::Riscv => true,
+    }
+}
+
+/// `arch_tlbbatch_add_pending(batch, mm, va)`.
+pub fn arch_tlbbatch_add_pending(
+    w: &mut World,
+    batch: &mut ArchTlbflushUnmapBatch,
+    mm: MmId,
+    va: u64,
+    fx: &mut Effects,
+) {
+    match batch {
+        ArchTlbflushUnmapBatch::X86(b) => x86::tlb_kernel::arch_tlbbatch_add_pending(w, b, mm, fx),
+        ArchTlbflushUnmapBatch::Arm64(b) => {
+            arm64::tlbflush::arch_tlbbatch_add_pending(w, b, mm, va, fx)
+        }
+        ArchTlbflushUnmapBatch::Riscv(b) => riscv::tlbflush::arch_tlbbatch_add_pending(w, b, mm),
+    }
+}
+
+/// `arch_tlbbatch_flush(batch)`: x86's and RISC-V's IPI (a nested path),
+/// arm64's is one `DSB ISH` done here.
+pub fn arch_tlbbatch_flush(w: &mut World, batch: ArchTlbflushUnmapBatch, fx: &mut Effects) -> Flow {
+    match batch {
+        ArchTlbflushUnmapBatch::X86(b) => Flow::Call(Frame::ArchTlbbatchFlush(
+            x86::tlb_kernel::ArchTlbbatchFlush::new(b),
+        )),
+        ArchTlbflushUnmapBatch::Arm64(b) => {
+            arm64::tlbflush::arch_tlbbatch_flush(w, b, fx);
+            Flow::Yield
+        }
+        ArchTlbflushUnmapBatch::Riscv(b) => Flow::Call(Frame::RiscvFlushTlbRange(
+            riscv::tlbflush::FlushTlbRange::tlbbatch(w, b),
+        )),
+    }
+}

@@ -261,6 +261,10 @@ fn handle_pte_fault(
 ) -> Fault {
     let idx = table_index(va, 1);
     let e = w.mem.read(table, idx).unwrap_or(0);
+    if pte::is_swap(e) {
+        do_swap_page(w, table, va, write, fx);
+        return Fault::Done;
+    }
     if !pte::present(e) {
         do_anonymous_page(w, table, va, fx);
         return Fault::Done;
@@ -514,6 +518,34 @@ fn do_anonymous_page(w: &mut World, table: Pfn, va: u64, fx: &mut Effects) {
     }
 }
 
+/// mm/memory.c: `do_swap_page` of a folio reclaim wrote to a synchronous
+/// (zram) swap device: allocate, read it back, map it. A write fault maps
+/// it writable and dirty and drops the swap copy (`should_try_to_free_swap`:
+/// `folio_free_swap`); a read fault keeps the folio in the swap cache,
+/// clean (`SWAPCACHE`), and maps it read-only: the kernel maps an
+/// exclusive folio writable and the hardware sets the dirty bit on a later
+/// write, which the model's MMU does not do, so the write takes a
+/// `do_wp_page` (reuse) that dirties the PTE instead.
+fn do_swap_page(w: &mut World, table: Pfn, va: u64, write: bool, fx: &mut Effects) {
+    fx.cost(Cost::SwapInPage, 1);
+    w.counters.pswpin += 1;
+    let Ok(pfn) = w.mem.alloc(FrameUse::Anon) else {
+        w.violation(0, 0, va, format!("out of simulated memory at {va:#x}"));
+        return;
+    };
+    let flags = if write {
+        pte::WRITE | pte::DIRTY
+    } else {
+        pte::SWAPCACHE
+    };
+    w.mem.write(
+        table,
+        table_index(va, 1),
+        pte::make(pfn, flags | pte::USER | pte::ACCESSED),
+    );
+    fx.label(Label::DoAnonymousPage { va, pfn });
+}
+
 /// `struct zap_details`: the part the model reads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ZapDetails {
@@ -590,6 +622,9 @@ pub fn zap_pte_range(
             }
             tlb.remove_page(pte::pfn(e), va);
             cleared += 1;
+        } else if pte::is_swap(e) {
+            // zap_nonpresent_ptes → free_swap_and_cache.
+            w.mem.write(table, idx, 0);
         }
         va += PAGE_SIZE;
     }

@@ -7,5 +7,6 @@ pub mod memory;
 pub mod mmap;
 pub mod mmap_lock;
 pub mod mmu_gather;
+pub mod rmap;
 pub mod vmalloc;
 pub mod vmscan;

@@ -39,6 +39,12 @@ pub struct Arm64Cfg {
     pub range_tlbi: bool,
     /// `ID_AA64MMFR0_EL1.ASIDBits`: 8 or 16 (smaller values only to exercise rollover).
     pub asid_bits: u32,
+    /// `ARCH_WANT_BATCHED_UNMAP_TLB_FLUSH` on arm64 (Barry Song / Yicong
+    /// Yang, v6.5, commit 43b3dfdd0455 "arm64: support batched/deferred tlb
+    /// shootdown during page reclamation/migration"): `TLBI VALE1IS` at each
+    /// unmap, one `DSB ISH` at `arch_tlbbatch_flush`. `false` = arm64 before
+    /// it: `ptep_clear_flush` (TLBI + DSB ISH) per unmapped page.
+    pub batched_unmap: bool,
 }
 
 impl Default for Arm64Cfg {
@@ -48,6 +54,7 @@ impl Default for Arm64Cfg {
             spurious_fault_flush: SpuriousFaultFlush::None,
             range_tlbi: false,
             asid_bits: 16,
+            batched_unmap: true,
         }
     }
 }
@@ -67,12 +74,23 @@ impl Arm64Cfg {
         ),
         ("arm64.range_tlbi", "true | false", "FEAT_TLBIRANGE range invalidation"),
         ("arm64.asid_bits", "8 | 16 (2..16)", "ASID width; small values exercise rollover"),
+        (
+            "arm64.batched_unmap",
+            "true | false",
+            "reclaim's batched unmap flush (v6.5): one DSB per batch; false: TLBI + DSB per page",
+        ),
     ];
 
     /// Check what the types cannot: ranges, and combinations with the
     /// machine and the other sections (`s` is the whole scenario).
     pub(super) fn validate(&self, s: &Scenario) -> Result<(), Error> {
         let m = &s.machine;
+        if !self.batched_unmap && m.arch != Arch::Arm64 {
+            return Err(Error::Config(format!(
+                "arm64.batched_unmap = false needs machine.arch = \"arm64\", not \"{}\"",
+                m.arch.name()
+            )));
+        }
         if !(2..=16).contains(&self.asid_bits) {
             return Err(Error::Range(format!(
                 "arm64.asid_bits = {} (allowed 2..=16; hardware has 8 or 16)",

@@ -41,6 +41,12 @@ pub struct RiscvCfg {
     /// mm_cpumask after local_flush_tlb_all_asid"): a hart that flushes an
     /// mm's whole ASID while not running it leaves the mm's `mm_cpumask`.
     pub cpumask_clear_on_flush_all: bool,
+    /// `ARCH_WANT_BATCHED_UNMAP_TLB_FLUSH` on RISC-V (Alexandre Ghiti, v6.8,
+    /// commit 54d7431af73e "riscv: Add support for BATCHED_UNMAP_TLB_FLUSH"):
+    /// the unmaps OR `mm_cpumask` into a batch mask, one `FLUSH_TLB_NO_ASID`
+    /// flush of it at `arch_tlbbatch_flush`. `false` = RISC-V before it:
+    /// `ptep_clear_flush` (an IPI round) per unmapped page.
+    pub batched_unmap: bool,
 }
 
 impl Default for RiscvCfg {
@@ -55,6 +61,7 @@ impl Default for RiscvCfg {
             defer_kernel_flush: false,
             unordered_enqueue: false,
             cpumask_clear_on_flush_all: false,
+            batched_unmap: true,
         }
     }
 }
@@ -107,12 +114,23 @@ impl RiscvCfg {
             "true | false",
             "mask-clearing patch: leave mm_cpumask after a whole-ASID flush",
         ),
+        (
+            "riscv.batched_unmap",
+            "true | false",
+            "reclaim's batched unmap flush (v6.8); false: ptep_clear_flush per unmapped page",
+        ),
     ];
 
     /// Check what the types cannot: ranges, and combinations with the
     /// machine and the other sections (`s` is the whole scenario).
     pub(super) fn validate(&self, s: &Scenario) -> Result<(), Error> {
         let m = &s.machine;
+        if !self.batched_unmap && m.arch != Arch::Riscv {
+            return Err(Error::Config(format!(
+                "riscv.batched_unmap = false needs machine.arch = \"riscv\", not \"{}\"",
+                m.arch.name()
+            )));
+        }
         if self.asid_bits > 16 || self.asid_bits == 1 {
             return Err(Error::Range(format!(
                 "riscv.asid_bits = {} (allowed 0 or 2..=16)",

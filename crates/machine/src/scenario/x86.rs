@@ -52,6 +52,12 @@ pub struct X86Cfg {
     /// `flush_tlb_info` (the per-CPU one would be overwritten by a
     /// preempting flush on the same CPU).
     pub preemptible_flush: bool,
+    /// `ARCH_WANT_BATCHED_UNMAP_TLB_FLUSH` on x86 (Mel Gorman, v4.3, commit
+    /// 72b252aed506 "mm: send one IPI per CPU to TLB flush all entries after
+    /// unmapping pages"): reclaim's `try_to_unmap` defers its flushes to one
+    /// `arch_tlbbatch_flush`. `false` = x86 before that series: every
+    /// unmapped page is flushed on the spot (`ptep_clear_flush`).
+    pub batched_unmap: bool,
 }
 
 impl Default for X86Cfg {
@@ -65,6 +71,7 @@ impl Default for X86Cfg {
             vcpu_run_us: 0,
             vcpu_preempt_us: 50,
             preemptible_flush: false,
+            batched_unmap: true,
         }
     }
 }
@@ -91,6 +98,11 @@ impl X86Cfg {
         ("x86.paravirt", "none | kvm", "flush_tlb_multi backend; kvm skips preempted vCPUs"),
         ("x86.vcpu_run_us", "us (0 = never)", "a guest: mean vCPU run time between host preemptions (IPIs to a preempted vCPU wait; kvm skips it)"),
         ("x86.vcpu_preempt_us", "us (50)", "a guest: mean host preemption length"),
+        (
+            "x86.batched_unmap",
+            "true | false",
+            "reclaim's batched unmap flush (v4.3); false: ptep_clear_flush per unmapped page",
+        ),
         (
             "x86.tlb_single_page_flush_ceiling",
             "pages (33)",
@@ -132,10 +144,11 @@ impl X86Cfg {
         if m.arch != Arch::X86
             && (self.invlpgb
                 || self.paravirt != Paravirt::None
-                || self.flush_tlb_info != FlushTlbInfoPlacement::Percpu)
+                || self.flush_tlb_info != FlushTlbInfoPlacement::Percpu
+                || !self.batched_unmap)
         {
             return Err(Error::Config(format!(
-                "x86.* switches (invlpgb, paravirt, flush_tlb_info) need machine.arch = \"x86\", not \"{}\"",
+                "x86.* switches (invlpgb, paravirt, flush_tlb_info, batched_unmap) need machine.arch = \"x86\", not \"{}\"",
                 m.arch.name()
             )));
         }

@@ -275,6 +275,27 @@ impl FlushTlbRange {
         }
     }
 
+    /// arch/riscv/mm/tlbflush.c: `arch_tlbbatch_flush`:
+    /// `__flush_tlb_range(&batch->cpumask, FLUSH_TLB_NO_ASID, 0,
+    /// FLUSH_TLB_MAX_SIZE, PAGE_SIZE)`: every translation of every ASID on
+    /// the batch's harts (the batch does not know the mms or addresses).
+    pub fn tlbbatch(w: &mut World, batch: ArchTlbflushUnmapBatch) -> Self {
+        w.counters.tlbbatch_flushes += 1;
+        FlushTlbRange {
+            mm: None,
+            d: FlushTlbRangeData {
+                mm: None,
+                asid: FLUSH_TLB_NO_ASID,
+                start: 0,
+                size: TLB_FLUSH_ALL,
+                stride: PAGE_SIZE,
+            },
+            deferred: CpuMask::new(w.cpus.len()),
+            cmask: batch.cpumask,
+            pc: Pc::Start,
+        }
+    }
+
     /// Seed (d) only replaces `on_each_cpu_mask`: the
     /// `riscv_use_sbi_for_rfence()` branch comes first and is unchanged, so
     /// with SBI remote fences nothing is deferred.
@@ -396,6 +417,20 @@ impl FlushTlbRange {
                 Flow::Return
             }
         }
+    }
+}
+
+/// `struct arch_tlbflush_unmap_batch` (arch/riscv/include/asm/tlbbatch.h).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ArchTlbflushUnmapBatch {
+    pub cpumask: CpuMask,
+}
+
+/// arch/riscv/mm/tlbflush.c: `arch_tlbbatch_add_pending`:
+/// `cpumask_or(&batch->cpumask, &batch->cpumask, mm_cpumask(mm))`.
+pub fn arch_tlbbatch_add_pending(w: &World, batch: &mut ArchTlbflushUnmapBatch, mm: MmId) {
+    for c in w.mms[mm as usize].cpumask.iter() {
+        batch.cpumask.set(c);
     }
 }
 

@@ -178,6 +178,13 @@ pub struct ArchTlbflushUnmapBatch {
     pub unmapped_pages: bool,
 }
 
+/// arch/x86/include/asm/tlbflush.h: `arch_tlbbatch_should_defer`: defer
+/// only if another CPU is in `mm_cpumask(mm)` (a flush of this CPU alone
+/// is cheaper done at once).
+pub fn arch_tlbbatch_should_defer(w: &World, cpu: CpuId, mm: MmId) -> bool {
+    w.mms[mm as usize].cpumask.any_but(cpu)
+}
+
 /// arch/x86/include/asm/tlbflush.h: `arch_tlbbatch_add_pending`:
 /// `inc_mm_tlb_gen(mm)`, `cpumask_or(&batch->cpumask, mm_cpumask(mm))`,
 /// `batch->unmapped_pages = true`.
