@@ -196,3 +196,18 @@ fn batched_unmap_switches_refuse_other_architectures() {
         );
     }
 }
+
+/// `inject.skip_try_to_unmap_flush` drops the batch; with the series off
+/// there is no batch to drop, so it refuses in one line.
+#[test]
+fn skip_try_to_unmap_flush_needs_the_series() {
+    let s = scenario(
+        "kswapd-reclaim",
+        &[
+            "x86.batched_unmap=false",
+            "inject.skip_try_to_unmap_flush=true",
+        ],
+    );
+    let e = s.validate().unwrap_err().to_string();
+    assert!(!e.contains('\n') && e.contains("x86.batched_unmap"), "{e}");
+}

@@ -284,6 +284,10 @@ pub struct InjectCfg {
     /// overwritten, so the new generation neither reserves that ASID nor
     /// makes this CPU flush (invariant 5; checker, split switch only).
     pub asid_fastpath_blind_store: bool,
+    /// Reclaim's `try_to_unmap_flush` (and `_dirty`) drops the batch
+    /// without `arch_tlbbatch_flush`: the folios are freed while other
+    /// CPUs may still hold translations of them.
+    pub skip_try_to_unmap_flush: bool,
 }
 
 /// Generic mm switches.
@@ -608,6 +612,12 @@ impl Scenario {
                 "inject.asid_fastpath_blind_store needs machine.arch=arm64 (check_and_switch_context's fast path)".into(),
             ));
         }
+        if self.inject.skip_try_to_unmap_flush && !self.batched_unmap() {
+            return Err(Error::Config(format!(
+                "inject.skip_try_to_unmap_flush needs {}.batched_unmap = true (nothing is batched without it)",
+                self.machine.arch.name()
+            )));
+        }
         if self.inject.gup_fast_publish_late && !self.mm.targeted_table_sync {
             return Err(Error::Config(
                 "inject.gup_fast_publish_late needs mm.targeted_table_sync=true (nothing is published without it)".into(),
@@ -758,6 +768,11 @@ impl Scenario {
                 "inject.skip_rollover_flush",
                 "true | false",
                 "BUG (arm64, riscv): no TLB flush on the first switch after an ASID rollover",
+            ),
+            (
+                "inject.skip_try_to_unmap_flush",
+                "true | false",
+                "BUG: reclaim frees folios without arch_tlbbatch_flush of their batched unmaps",
             ),
             (
                 "inject.asid_fastpath_blind_store",

@@ -15,6 +15,7 @@ use machine::{CpuId, Error, Scenario};
 mod arm64;
 mod collapse;
 mod hugetlb;
+mod reclaim;
 mod riscv;
 mod vmalloc;
 mod x86_flush;
@@ -25,6 +26,7 @@ use collapse::{
     pt_reclaim_lazy, pt_reclaim_vs_gup,
 };
 use hugetlb::hugetlb_unshare;
+use reclaim::kswapd_vs_reader;
 use riscv::defer_vs_switch;
 use vmalloc::vmalloc_vs_reader;
 use x86_flush::{
@@ -738,6 +740,63 @@ pub const CATALOGUE: &[Config] = &[
         expect_safe: false,
         sym: &[],
         world: pageout_race,
+    },
+    // Reclaim against a concurrent access (configs/reclaim.rs).
+    Config {
+        name: "x86_kswapd_reclaim_race",
+        about: "kswapd reclaims a page a thread keeps using on another CPU: batched unmap, try_to_unmap_flush (arch_tlbbatch_flush), then free (2 CPUs)",
+        sets: &[],
+        expect_safe: true,
+        sym: &[],
+        world: kswapd_vs_reader,
+    },
+    Config {
+        name: "x86_kswapd_reclaim_race_unbatched",
+        about: "the same before x86's batched-unmap series: ptep_clear_flush per page",
+        sets: &["x86.batched_unmap=false"],
+        expect_safe: true,
+        sym: &[],
+        world: kswapd_vs_reader,
+    },
+    Config {
+        name: "arm64_kswapd_reclaim_race",
+        about: "arm64: TLBI VALE1IS at each unmap, one DSB ISH at arch_tlbbatch_flush (TLBIs in flight until it under the weak model)",
+        sets: &["machine.arch=arm64"],
+        expect_safe: true,
+        sym: &[],
+        world: kswapd_vs_reader,
+    },
+    Config {
+        name: "riscv_kswapd_reclaim_race",
+        about: "RISC-V: mm_cpumask batch, FLUSH_TLB_NO_ASID flush by IPI",
+        sets: &["machine.arch=riscv"],
+        expect_safe: true,
+        sym: &[],
+        world: kswapd_vs_reader,
+    },
+    Config {
+        name: "bug_reclaim_skip_unmap_flush",
+        about: "x86: try_to_unmap_flush drops the batch: the page is freed while the reader's TLB still maps it",
+        sets: &["inject.skip_try_to_unmap_flush=true"],
+        expect_safe: false,
+        sym: &[],
+        world: kswapd_vs_reader,
+    },
+    Config {
+        name: "bug_arm64_reclaim_skip_unmap_flush",
+        about: "arm64: no DSB ISH before the free: a TLBI still in flight when the page is freed",
+        sets: &["machine.arch=arm64", "inject.skip_try_to_unmap_flush=true"],
+        expect_safe: false,
+        sym: &[],
+        world: kswapd_vs_reader,
+    },
+    Config {
+        name: "bug_riscv_reclaim_skip_unmap_flush",
+        about: "RISC-V: try_to_unmap_flush drops the batch",
+        sets: &["machine.arch=riscv", "inject.skip_try_to_unmap_flush=true"],
+        expect_safe: false,
+        sym: &[],
+        world: kswapd_vs_reader,
     },
     Config {
         name: "x86_table_sync_rcu_vs_gup",

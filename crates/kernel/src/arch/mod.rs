@@ -258,6 +258,7 @@ pub fn arch_tlbbatch_should_defer(w: &World, cpu: CpuId, mm: MmId) -> bool {
 /// `arch_tlbbatch_add_pending(batch, mm, va)`.
 pub fn arch_tlbbatch_add_pending(
     w: &mut World,
+    cpu: CpuId,
     batch: &mut ArchTlbflushUnmapBatch,
     mm: MmId,
     va: u64,
@@ -266,7 +267,7 @@ pub fn arch_tlbbatch_add_pending(
     match batch {
         ArchTlbflushUnmapBatch::X86(b) => x86::tlb_kernel::arch_tlbbatch_add_pending(w, b, mm, fx),
         ArchTlbflushUnmapBatch::Arm64(b) => {
-            arm64::tlbflush::arch_tlbbatch_add_pending(w, b, mm, va, fx)
+            arm64::tlbflush::arch_tlbbatch_add_pending(w, cpu, b, mm, va, fx)
         }
         ArchTlbflushUnmapBatch::Riscv(b) => riscv::tlbflush::arch_tlbbatch_add_pending(w, b, mm),
     }
@@ -274,13 +275,18 @@ pub fn arch_tlbbatch_add_pending(
 
 /// `arch_tlbbatch_flush(batch)`: x86's and RISC-V's IPI (a nested path),
 /// arm64's is one `DSB ISH` done here.
-pub fn arch_tlbbatch_flush(w: &mut World, batch: ArchTlbflushUnmapBatch, fx: &mut Effects) -> Flow {
+pub fn arch_tlbbatch_flush(
+    w: &mut World,
+    cpu: CpuId,
+    batch: ArchTlbflushUnmapBatch,
+    fx: &mut Effects,
+) -> Flow {
     match batch {
         ArchTlbflushUnmapBatch::X86(b) => Flow::Call(Frame::ArchTlbbatchFlush(
             x86::tlb_kernel::ArchTlbbatchFlush::new(b),
         )),
         ArchTlbflushUnmapBatch::Arm64(b) => {
-            arm64::tlbflush::arch_tlbbatch_flush(w, b, fx);
+            arm64::tlbflush::arch_tlbbatch_flush(w, cpu, b, fx);
             Flow::Yield
         }
         ArchTlbflushUnmapBatch::Riscv(b) => Flow::Call(Frame::RiscvFlushTlbRange(

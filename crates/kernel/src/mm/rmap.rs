@@ -58,6 +58,7 @@ pub fn should_defer_flush(w: &World, cpu: CpuId, mm: MmId) -> bool {
 /// in mprotect/munmap/`MADV_DONTNEED`, is not modelled.)
 pub fn set_tlb_ubc_flush_pending(
     w: &mut World,
+    cpu: CpuId,
     ubc: &mut TlbflushUnmapBatch,
     mm: MmId,
     pteval: u64,
@@ -67,7 +68,7 @@ pub fn set_tlb_ubc_flush_pending(
     if !pte::present(pteval) {
         return;
     }
-    arch_tlbbatch_add_pending(w, &mut ubc.arch, mm, va, fx);
+    arch_tlbbatch_add_pending(w, cpu, &mut ubc.arch, mm, va, fx);
     ubc.flush_required = true;
     w.counters.tlb_ubc_pending += 1;
     if pteval & pte::DIRTY != 0 {
@@ -100,7 +101,7 @@ pub fn try_to_unmap_one(
     w.mem.write(table, idx, pte::SWP_ENTRY);
     if should_defer_flush(w, cpu, mm) {
         // ptep_get_and_clear + set_tlb_ubc_flush_pending.
-        set_tlb_ubc_flush_pending(w, ubc, mm, e, va, fx);
+        set_tlb_ubc_flush_pending(w, cpu, ubc, mm, e, va, fx);
         return (e, None);
     }
     // ptep_clear_flush → flush_tlb_page.
@@ -110,9 +111,10 @@ pub fn try_to_unmap_one(
 
 /// mm/rmap.c: `try_to_unmap_flush`: if a flush is owed, `arch_tlbbatch_flush`
 /// and start a new batch (`flush_required = writable = false`). `None`:
-/// nothing owed.
+/// nothing owed (or `inject.skip_try_to_unmap_flush`: the batch dropped).
 pub fn try_to_unmap_flush(
     w: &mut World,
+    cpu: CpuId,
     ubc: &mut TlbflushUnmapBatch,
     fx: &mut Effects,
 ) -> Option<Flow> {
@@ -122,18 +124,22 @@ pub fn try_to_unmap_flush(
     let batch = std::mem::replace(&mut ubc.arch, ArchTlbflushUnmapBatch::new(w));
     ubc.flush_required = false;
     ubc.writable = false;
-    Some(crate::arch::arch_tlbbatch_flush(w, batch, fx))
+    if w.cfg.inject.skip_try_to_unmap_flush {
+        return None;
+    }
+    Some(crate::arch::arch_tlbbatch_flush(w, cpu, batch, fx))
 }
 
 /// mm/rmap.c: `try_to_unmap_flush_dirty`: flush only if a batched PTE was
 /// dirty ("potentially writable TLB entries that can race with IO").
 pub fn try_to_unmap_flush_dirty(
     w: &mut World,
+    cpu: CpuId,
     ubc: &mut TlbflushUnmapBatch,
     fx: &mut Effects,
 ) -> Option<Flow> {
     if !ubc.writable {
         return None;
     }
-    try_to_unmap_flush(w, ubc, fx)
+    try_to_unmap_flush(w, cpu, ubc, fx)
 }

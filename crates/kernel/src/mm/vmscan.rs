@@ -122,7 +122,7 @@ impl ShrinkFolioList {
                 }
                 // "Folio is dirty. Flush the TLB if a writable entry
                 // potentially exists to avoid CPU writes after I/O starts."
-                try_to_unmap_flush_dirty(w, &mut self.ubc, fx).unwrap_or(Flow::Continue)
+                try_to_unmap_flush_dirty(w, cpu, &mut self.ubc, fx).unwrap_or(Flow::Continue)
             }
             Pc::Pageout => {
                 // pageout() → swap_writepage; zram completes at once (PAGE_SUCCESS, clean).
@@ -139,7 +139,7 @@ impl ShrinkFolioList {
                     return Flow::Continue;
                 }
                 self.pc = Pc::BatchFree;
-                try_to_unmap_flush(w, &mut self.ubc, fx).unwrap_or(Flow::Continue)
+                try_to_unmap_flush(w, cpu, &mut self.ubc, fx).unwrap_or(Flow::Continue)
             }
             Pc::BatchFree => {
                 self.free_unref_folios(w, fx);
@@ -148,7 +148,7 @@ impl ShrinkFolioList {
             }
             Pc::Flush => {
                 self.pc = Pc::Free;
-                try_to_unmap_flush(w, &mut self.ubc, fx).unwrap_or(Flow::Continue)
+                try_to_unmap_flush(w, cpu, &mut self.ubc, fx).unwrap_or(Flow::Continue)
             }
             Pc::Free => {
                 self.free_unref_folios(w, fx);

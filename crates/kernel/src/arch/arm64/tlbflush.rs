@@ -356,8 +356,11 @@ pub fn arch_tlbbatch_should_defer() -> bool {
 /// `__flush_tlb_range_nosync(mm, start, end, PAGE_SIZE, true, 3)`:
 /// `dsb(ishst)`, `TLBI VALE1IS` of the page, and no `DSB ISH`: the
 /// broadcast goes out now, `arch_tlbbatch_flush` waits for it.
+/// Under the checker's weak model the TLBI stays in flight (in `cpu`'s
+/// buffer) until a DSB, or the hardware, completes it.
 pub fn arch_tlbbatch_add_pending(
     w: &mut World,
+    cpu: CpuId,
     batch: &mut ArchTlbflushUnmapBatch,
     mm: MmId,
     va: u64,
@@ -368,7 +371,18 @@ pub fn arch_tlbbatch_add_pending(
         return; // never ran: no TLB holds its entries
     }
     let asid = asid_of(w, mm);
-    tlbi_is_all_cpus(w, asid, Some((va, va + PAGE_SIZE, PAGE_SIZE)), true);
+    if weak(w) {
+        let loc = Loc::Tlbi {
+            cpu,
+            asid,
+            va,
+            broadcast: true,
+            leaf: true,
+        };
+        mo::store(w, cpu, loc, 1, fx);
+    } else {
+        tlbi_is_all_cpus(w, asid, Some((va, va + PAGE_SIZE, PAGE_SIZE)), true);
+    }
     fx.cost(Cost::TlbiIs, 1);
     w.counters.tlbi_is += 1;
     fx.label(Label::TlbiIs {
@@ -382,7 +396,13 @@ pub fn arch_tlbbatch_add_pending(
 /// arch/arm64/include/asm/tlbflush.h: `arch_tlbbatch_flush`: `dsb(ish)`
 /// (`__tlbi_sync_s1ish_batch`): one wait for every TLBI of the batch. The
 /// driver prices it as the DVM broadcast of those TLBIs and one DSB.
-pub fn arch_tlbbatch_flush(w: &mut World, batch: ArchTlbflushUnmapBatch, fx: &mut Effects) {
+pub fn arch_tlbbatch_flush(
+    w: &mut World,
+    cpu: CpuId,
+    batch: ArchTlbflushUnmapBatch,
+    fx: &mut Effects,
+) {
+    mo::barrier(w, cpu, None, Order::Full, fx);
     fx.dvm(batch.tlbis);
     w.counters.dsb_ish += 1;
     w.counters.tlbbatch_flushes += 1;
