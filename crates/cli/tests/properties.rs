@@ -187,7 +187,6 @@ fn sweep_rows_do_not_depend_on_the_thread_count() {
 const KNOWN_REFUSALS: &[&str] = &[
     // A workload modelled on some architectures only.
     "kernel-range flushes are modelled on x86 and RISC-V only",
-    "the batched unmap flush is modelled on x86 only",
     // A workload whose defaults set x86 switches, moved to another arch.
     "x86.* switches (invlpgb, paravirt, flush_tlb_info) need machine.arch = \"x86\"",
     // Too few CPUs for the workload's other tasks even with one thread.

@@ -141,14 +141,19 @@ impl X86Cfg {
                 "x86.preemptible_flush needs x86.flush_tlb_info = stack_aligned or stack_unaligned: a preempting flush on the same CPU would overwrite the per-CPU struct (unsafe)".into(),
             ));
         }
+        if !self.batched_unmap && m.arch != Arch::X86 {
+            return Err(Error::Config(format!(
+                "x86.batched_unmap = false needs machine.arch = \"x86\", not \"{}\"",
+                m.arch.name()
+            )));
+        }
         if m.arch != Arch::X86
             && (self.invlpgb
                 || self.paravirt != Paravirt::None
-                || self.flush_tlb_info != FlushTlbInfoPlacement::Percpu
-                || !self.batched_unmap)
+                || self.flush_tlb_info != FlushTlbInfoPlacement::Percpu)
         {
             return Err(Error::Config(format!(
-                "x86.* switches (invlpgb, paravirt, flush_tlb_info, batched_unmap) need machine.arch = \"x86\", not \"{}\"",
+                "x86.* switches (invlpgb, paravirt, flush_tlb_info) need machine.arch = \"x86\", not \"{}\"",
                 m.arch.name()
             )));
         }
