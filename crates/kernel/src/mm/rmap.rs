@@ -143,3 +143,57 @@ pub fn try_to_unmap_flush_dirty(
     }
     try_to_unmap_flush(w, cpu, ubc, fx)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn world(arch: &str, batched: bool) -> (World, MmId) {
+        let mut s = machine::Scenario::default();
+        s.machine.cpus = 2;
+        s.set(&format!("machine.arch={arch}")).unwrap();
+        s.set(&format!("{arch}.batched_unmap={batched}")).unwrap();
+        let mut w = World::new(&s).unwrap();
+        let mm = w.mm_alloc().unwrap();
+        w.mms[mm as usize].cpumask.set(0);
+        (w, mm)
+    }
+
+    /// `should_defer_flush`: with the switch off it is the kernel's stub
+    /// (false); x86 defers only when another CPU is in `mm_cpumask`,
+    /// arm64 and RISC-V always.
+    #[test]
+    fn should_defer_flush_per_arch_and_switch() {
+        for arch in ["x86", "arm64", "riscv"] {
+            let (mut w, mm) = world(arch, true);
+            assert_eq!(should_defer_flush(&w, 0, mm), arch != "x86", "{arch}");
+            w.mms[mm as usize].cpumask.set(1);
+            assert!(should_defer_flush(&w, 0, mm), "{arch}");
+            let (w, mm) = world(arch, false);
+            assert!(!should_defer_flush(&w, 1, mm), "{arch} before its series");
+        }
+    }
+
+    /// `try_to_unmap_flush_dirty` flushes only once a dirty PTE joined the
+    /// batch; `try_to_unmap_flush` then finds nothing owed.
+    #[test]
+    fn flush_dirty_only_after_a_dirty_pte() {
+        let (mut w, mm) = world("x86", true);
+        let mut fx = Effects::default();
+        let mut ubc = TlbflushUnmapBatch::new(&w);
+        let clean = pte::make(7, pte::WRITE | pte::USER | pte::ACCESSED);
+        set_tlb_ubc_flush_pending(&mut w, 0, &mut ubc, mm, clean, 0x1000, &mut fx);
+        assert!(ubc.flush_required && !ubc.writable);
+        assert!(try_to_unmap_flush_dirty(&mut w, 0, &mut ubc, &mut fx).is_none());
+        let dirty = clean | pte::DIRTY;
+        set_tlb_ubc_flush_pending(&mut w, 0, &mut ubc, mm, dirty, 0x2000, &mut fx);
+        let flow = try_to_unmap_flush_dirty(&mut w, 0, &mut ubc, &mut fx);
+        assert!(matches!(
+            flow,
+            Some(Flow::Call(crate::world::Frame::ArchTlbbatchFlush(_)))
+        ));
+        assert!(!ubc.flush_required && !ubc.writable);
+        assert!(try_to_unmap_flush(&mut w, 0, &mut ubc, &mut fx).is_none());
+        assert_eq!(w.counters.tlb_ubc_pending, 2);
+    }
+}
