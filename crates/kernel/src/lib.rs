@@ -15,6 +15,7 @@
 pub mod arch;
 pub mod cow;
 pub mod effects;
+pub mod exit;
 pub mod hw;
 pub mod kernel_smp;
 pub mod mm;

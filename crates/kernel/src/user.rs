@@ -94,7 +94,11 @@ pub enum UserOp {
     /// next)` with `next += period_ns`; the driver starts op `op` when the
     /// timer expires, so the `OpEnd(op)` after it measures wake-up latency.
     ClockNanosleep { period_ns: u32, op: u16 },
-    /// `exit()`.
+    /// `wait(&status)` for any child (`do_wait`): returns at once if a
+    /// child has exited and was not reaped yet, else sleeps until one exits.
+    Wait,
+    /// `exit()`: the last flush of the mm (`exit_mmap`), then
+    /// `do_notify_parent` wakes a parent sleeping in [`UserOp::Wait`].
     Exit,
     /// `madvise(start, len, MADV_PAGEOUT)`: reclaim the range now
     /// (batched unmap flush, `arch_tlbbatch_flush`).
@@ -137,6 +141,12 @@ pub struct UserState {
     pub deadline: u64,
     /// `DoneSpin` already reported.
     pub done: bool,
+    /// The task that forked this one (`real_parent`): its exit wakes it.
+    pub parent: Option<TaskId>,
+    /// Exited children not yet reaped by [`UserOp::Wait`].
+    pub zombies: u32,
+    /// Sleeping in `wait()` (on `wait_chldexit`), not on a timer.
+    pub in_wait: bool,
 }
 
 /// Can the task's user code make progress (i.e. it is not spinning idly)?
@@ -395,10 +405,17 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             crate::sched::core::scheduler_tick(w, cpu, None, fx);
             Flow::Yield
         }
+        UserOp::Wait => {
+            if crate::exit::do_wait(w, cpu, t, fx) {
+                advance(w);
+            }
+            Flow::Yield
+        }
         UserOp::Exit => {
             if let Some(flush) = crate::arch::riscv::tlbflush::exit_mmap(w, t) {
                 return flush;
             }
+            crate::exit::do_notify_parent(w, cpu, t, fx);
             w.task_exit(cpu, t, fx);
             Flow::Yield
         }

@@ -343,3 +343,69 @@ fn a_remote_wake_up_moves_a_task_only_if_its_hart_is_busy() {
     task(&mut w, 1, false); // hart 1 is now busy
     assert_eq!(select_task_rq_fair_wake(&w, p, 1, 6, false), 2);
 }
+
+/// A parent asleep in `wait()` on hart `cpu` and a child of it running on
+/// `child_cpu` (its exit is the next thing it does).
+fn parent_in_wait(w: &mut World, cpu: CpuId, child_cpu: CpuId) -> (TaskId, TaskId) {
+    let parent = task(w, cpu, true);
+    w.tasks[parent as usize].prog = vec![UserOp::Wait, UserOp::Spin].into();
+    let fx = &mut Effects::default();
+    kernel::user::step_user(w, cpu, parent, fx);
+    let child = task(w, child_cpu, true);
+    w.tasks[child as usize].prog = vec![UserOp::Exit].into();
+    w.tasks[child as usize].us.parent = Some(parent);
+    // Its exit_mmap flush is done: the exit goes on to exit_notify.
+    w.tasks[child as usize].us.sub = 1;
+    (parent, child)
+}
+
+/// LTP's parent in `wait()` with no exited child sleeps and frees its
+/// hart; `do_notify_parent` from the exiting child wakes it where
+/// `select_task_rq_fair` puts it: its own hart while that is idle
+/// (`wake_affine_idle` keeps an idle previous CPU), and the exited child
+/// is reaped by the `wait()` it re-runs, which then returns.
+#[test]
+fn a_childs_exit_wakes_the_waiting_parent_on_its_idle_hart() {
+    let mut w = machine(8, &[]);
+    let (parent, child) = parent_in_wait(&mut w, 1, 6);
+    assert_eq!(w.tasks[parent as usize].state, TaskState::Sleeping);
+    assert!(available_idle_cpu(&w, 1));
+    kernel::user::step_user(&mut w, 6, child, &mut Effects::default());
+    assert_eq!(w.tasks[child as usize].state, TaskState::Exited);
+    assert_eq!(w.tasks[parent as usize].cpu, 1);
+    assert_eq!(w.tasks[parent as usize].state, TaskState::Runnable);
+    assert_eq!(w.counters.sched_wake_migrations, 0);
+    // Hart 1 runs it; wait() reaps the zombie and returns.
+    schedule(&mut w, 1, &mut Effects::default());
+    kernel::user::step_user(&mut w, 1, parent, &mut Effects::default());
+    assert_eq!(w.tasks[parent as usize].us.pc, 1);
+    assert_eq!(w.tasks[parent as usize].us.zombies, 0);
+}
+
+/// `wait()` with a zombie already there returns at once: the parent
+/// does not sleep, so its hart never idles and nothing can move it.
+#[test]
+fn wait_with_an_exited_child_does_not_sleep() {
+    let mut w = machine(4, &[]);
+    let parent = task(&mut w, 0, true);
+    w.tasks[parent as usize].prog = vec![UserOp::Wait, UserOp::Spin].into();
+    w.tasks[parent as usize].us.zombies = 1;
+    kernel::user::step_user(&mut w, 0, parent, &mut Effects::default());
+    assert_eq!(w.tasks[parent as usize].state, TaskState::Running);
+    assert_eq!(w.tasks[parent as usize].us.pc, 1);
+}
+
+/// The exiting child is `PF_EXITING`, so its wake-up is not `WF_SYNC`:
+/// with the parent's hart busy (another task took it while the parent
+/// slept) neither hart is idle, and `select_idle_sibling` moves the parent
+/// to the first idle hart of its own LLC after its hart, never to the
+/// child's cluster.
+#[test]
+fn a_childs_exit_moves_the_parent_within_its_llc_when_its_hart_is_busy() {
+    let mut w = machine(8, &[]);
+    let (parent, child) = parent_in_wait(&mut w, 1, 6);
+    task(&mut w, 1, false); // something else runs on hart 1 now
+    kernel::user::step_user(&mut w, 6, child, &mut Effects::default());
+    assert_eq!(w.tasks[parent as usize].cpu, 2);
+    assert_eq!(w.counters.sched_wake_migrations, 1);
+}

@@ -4,11 +4,12 @@
 //! ```text
 //!   64 harts, 20 children: every child forked onto an idle hart, nothing
 //!                          queued, nothing moved, no remote flush
-//!   8 harts, 64 KiB file:  children outlive 7 fork periods, so forks land
-//!                          on busy harts (the parent's among them) and
-//!                          idle harts pull queued tasks (new-idle); the
-//!                          parent moves, and every later fork's flush_tlb_mm
-//!                          reaches the harts it left
+//!   4 harts, 6 children:   more tasks than harts, so forks land on busy
+//!                          harts (the parent's among them) and idle harts
+//!                          pull queued tasks (new-idle), the parent too;
+//!                          every later flush of its mm (flush_tlb_mm at
+//!                          fork, its copy-on-write faults) reaches the
+//!                          harts it left
 //! ```
 
 use machine::cost::CostProfile;
@@ -42,8 +43,8 @@ fn run(s: &Scenario) -> (Report, u32) {
 }
 
 const CROWDED: [&str; 3] = [
-    "machine.cpus=8",
-    "workload.size=64KiB",
+    "machine.cpus=4",
+    "workload.threads=6",
     "workload.iterations=500",
 ];
 
@@ -72,7 +73,7 @@ fn uncrowded_nothing_moves_and_nothing_is_remote() {
     assert_eq!(r.interrupt_totals["CAL"], 0);
 }
 
-/// 8 harts, children that outlive 7 fork periods: placement moves tasks
+/// 4 harts, 6 children (LTP's `-p 6`): placement moves tasks
 /// (all by its own rules), the parent among them, so its mask spans
 /// several harts and forks IPI them. Deferral queues for every target not
 /// running the parent's ASID and IPIs only loaded targets and full queues;

@@ -2,21 +2,26 @@
 //! workloads of seed riscv-defer-flush-to-context-switch and its review.
 //!
 //! ```text
-//!   mmapstress01: the parent keeps min(cpus-1, 20) children alive, forking a
-//!                 new one as others finish; each child loops
-//!                 mmap(shared 4 KiB file) -> write it (fault) -> munmap, then exits.
-//!                 fork = flush_tlb_mm(parent), munmap = flush_tlb_range(child):
-//!                 each IPIs every hart in that mm's mm_cpumask, which on
-//!                 RISC-V only grows as the task migrates
+//!   mmapstress01 (LTP testcases/kernel/mem/mmapstress/mmapstress01.c):
+//!     parent: fork nprocs = min(cpus-1, 20) children, then
+//!             loop { wait(); fork() a replacement }       (runtime 12 s)
+//!             each fork: flush_tlb_mm(parent) in dup_mmap, then the
+//!             parent's stack and pidarray writes fault (wp_page_copy:
+//!             flush_tlb_page(parent))
+//!     child:  mmap(shared 4 KiB file); 500 x (check + write its bytes
+//!             of the page); munmap (flush_tlb_range(child)); exit
+//!             (exit_mmap: flush_tlb_mm(child)), which wakes the parent
 //!   lat_pagefault: one process maps a file and faults each page (per-fault latency)
 //!   lat_mmap:      one process mmap()s a file, touches it, munmap()s (per pair)
 //! ```
-//! No task is pinned (LTP and lmbench do not call `sched_setaffinity`):
-//! the fair class places them (`kernel::sched::fair` on the machine's
-//! topology): a child where `sched_balance_fork` finds the idlest CPU,
-//! tasks pulled by new-idle and periodic balancing at the
-//! `machine.timeslice_us` tick. The parent and each lmbench process start
-//! on hart 0 (process i on hart i).
+//! Each flush IPIs the other harts of the mm's `mm_cpumask`, which on
+//! RISC-V only grows as the task moves. No task is pinned (LTP and lmbench
+//! do not call `sched_setaffinity`): the fair class places them
+//! (`kernel::sched::fair` on the machine's topology): a child where
+//! `sched_balance_fork` finds the idlest CPU, the parent where
+//! `select_task_rq_fair` wakes it when a child exits, tasks pulled by
+//! new-idle and periodic balancing at the `machine.timeslice_us` tick.
+//! The parent and each lmbench process start on hart 0 (process i on hart i).
 
 use crate::{measured_loop, size_pages, tables_for, WorkloadInfo, MAP_BASE};
 use kernel::user::UserOp;
@@ -25,8 +30,8 @@ use machine::{Error, Scenario, PAGE_SIZE};
 
 pub const MMAPSTRESS01: WorkloadInfo = WorkloadInfo {
     name: "mmapstress01",
-    about: "LTP mmapstress01: a parent keeps forking children that mmap a shared file, write it and munmap it in a loop, then exit (seed riscv-defer-flush-to-context-switch)",
-    keys: "threads = children alive at once (0 = LTP's min(cpus-1, 20)); size = the shared file (4KiB); iterations = children forked in all (the measured op is the parent's fork); period_us = time between forks (0 = child lifetime / threads)",
+    about: "LTP mmapstress01: a parent forks children that mmap a shared file, check and write it 500 times, munmap it and exit; it waits for each and forks a replacement (seed riscv-defer-flush-to-context-switch)",
+    keys: "threads = children alive at once (0 = LTP's min(cpus-1, 20)); size = the shared file (4KiB, LTP's default); iterations = children forked in all (the measured op is the parent's fork)",
     build: build_mmapstress,
     needs: needs_mmapstress,
 };
@@ -58,7 +63,14 @@ pub fn children(s: &Scenario) -> u32 {
 fn needs_mmapstress(s: &Scenario) -> (u64, u64, u64) {
     let n = children(s) as u64;
     let pages = s.workload.size.0 / PAGE_SIZE;
-    (pages + 16, n * (tables_for(s.workload.size.0) + 1), n + 1)
+    // The parent's pages and each live child's copies of them; the file's
+    // and the parent's regions in separate page-table subtrees.
+    let per_mm = PARENT_PAGES as u64 + 1;
+    (
+        pages + 16 + (n + 1) * per_mm,
+        (n + 1) * (tables_for(s.workload.size.0) + 4),
+        n + 1,
+    )
 }
 
 fn needs_lat(s: &Scenario) -> (u64, u64, u64) {
@@ -67,66 +79,100 @@ fn needs_lat(s: &Scenario) -> (u64, u64, u64) {
     (pages + 16, n * (tables_for(s.workload.size.0) + 1), n)
 }
 
-/// mmap/write/munmap rounds each child makes before it exits (LTP's
-/// children map the file and access it in a loop of this order).
-pub const CHILD_ROUNDS: u64 = 100;
+/// LTP's `MAXLOOPS`: each child checks and writes its bytes of a random
+/// page of the map this many times (the file is one page by default).
+pub const MAXLOOPS: u64 = 500;
 
+/// The parent's own writable pages (its stack and the heap page holding
+/// `pidarray`), written after every `fork()`: the write-protect faults
+/// `dup_mmap` left (`wp_page_copy`, one `flush_tlb_page` of the parent's
+/// mm each).
+pub const PARENT_BASE: u64 = 0x7ff0_0000_0000;
+pub const PARENT_PAGES: u32 = 2;
+
+/// The child: LTP's `child_mapper` on the shared file, then `exit(0)`.
+fn child_mapper(s: &Scenario, file: u32, nprocs: u32) -> Result<Vec<UserOp>, Error> {
+    let pages = size_pages(s)?;
+    let len = s.workload.size.0;
+    // Bytes i = procno, procno + nprocs, ... of one page: a load and a
+    // store each, MAXLOOPS times.
+    let accesses = 2 * MAXLOOPS * (PAGE_SIZE / nprocs as u64);
+    Ok(vec![
+        // Its stack (copy-on-write since the fork).
+        UserOp::Touch {
+            addr: PARENT_BASE,
+            write: true,
+        },
+        UserOp::MmapFile {
+            start: MAP_BASE,
+            len,
+            file,
+        },
+        // The first access to each page faults it in.
+        UserOp::TouchRange {
+            start: MAP_BASE,
+            pages: pages.min(MAXLOOPS) as u32,
+            write: true,
+        },
+        UserOp::Charge {
+            cost: machine::Cost::UserAccess,
+            n: accesses.min(u32::MAX as u64) as u32,
+        },
+        UserOp::Munmap {
+            start: MAP_BASE,
+            len,
+        },
+        UserOp::Exit,
+    ])
+}
+
+/// LTP mmapstress01 (testcases/kernel/mem/mmapstress/mmapstress01.c,
+/// the LTP-framework version): the parent forks `nprocs` children, then
+/// loops `pid = wait(&st); pidarray[i] = fork();` until the run ends.
 fn build_mmapstress(s: &Scenario, w: &mut World) -> Result<(), Error> {
     let n = children(s);
-    let pages = size_pages(s)?;
-    if s.machine.cpus < 2 || n > 4 * s.machine.cpus {
+    if s.machine.cpus < 2 || n > 4 * s.machine.cpus || s.workload.iterations < n as u64 {
         return Err(Error::Range(format!(
-            "mmapstress01 needs machine.cpus >= 2 and workload.threads <= 4 x cpus (got {} CPUs, {n} children)",
-            s.machine.cpus
+            "mmapstress01 needs machine.cpus >= 2, workload.threads <= 4 x cpus and workload.iterations >= threads (got {} CPUs, {n} children, {} forks)",
+            s.machine.cpus, s.workload.iterations
         )));
     }
-    let file = w.create_file(pages as u32)?;
-    let len = s.workload.size.0;
-    let mut child = vec![UserOp::Loop { to: 0, times: 0 }];
-    child.clear();
-    child.push(UserOp::MmapFile {
-        start: MAP_BASE,
-        len,
-        file,
-    });
-    child.push(UserOp::TouchRange {
-        start: MAP_BASE,
-        pages: pages as u32,
-        write: true,
-    });
-    child.push(UserOp::Munmap {
-        start: MAP_BASE,
-        len,
-    });
-    child.push(UserOp::Loop {
-        to: 0,
-        times: CHILD_ROUNDS,
-    });
-    child.push(UserOp::Exit);
-    let child: std::sync::Arc<[UserOp]> = child.into();
-    // The parent keeps about `n` children alive: it forks one every
-    // (child lifetime / n); wake_up_new_task places each
-    // (sched_balance_fork), so the Fork's CPU is not used.
-    let period_ns = if s.workload.period_us > 0 {
-        s.workload.period_us * 1000
-    } else {
-        // A child lives about CHILD_ROUNDS x ~10 us.
-        CHILD_ROUNDS * 10_000 / n as u64
-    };
+    let file = w.create_file(size_pages(s)? as u32)?;
+    let child: std::sync::Arc<[UserOp]> = child_mapper(s, file, n)?.into();
     let op = w.op_id("fork");
+    let fork = UserOp::Fork {
+        child_cpu: 0,
+        child,
+    };
+    let after_fork = UserOp::TouchRange {
+        start: PARENT_BASE,
+        pages: PARENT_PAGES,
+        write: true,
+    };
     let p = vec![
+        UserOp::Mmap {
+            start: PARENT_BASE,
+            len: PARENT_PAGES as u64 * PAGE_SIZE,
+        },
+        after_fork.clone(),
+        // for (i = 0; i < nprocs; i++) pidarray[i] = fork();
         UserOp::OpBegin(op),
-        UserOp::Fork {
-            child_cpu: 0,
-            child,
-        },
+        fork.clone(),
         UserOp::OpEnd(op),
-        UserOp::Compute {
-            ns: period_ns.min(u32::MAX as u64) as u32,
-        },
+        after_fork.clone(),
         UserOp::Loop {
-            to: 0,
-            times: s.workload.iterations,
+            to: 2,
+            times: n as u64,
+        },
+        // while (!finished) { pid = wait(&st); ...; pidarray[i] = fork(); }
+        UserOp::Wait,
+        UserOp::OpBegin(op),
+        fork,
+        UserOp::OpEnd(op),
+        after_fork,
+        UserOp::Loop {
+            to: 7,
+            times: s.workload.iterations - n as u64,
         },
         UserOp::Exit,
     ];

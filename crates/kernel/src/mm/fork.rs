@@ -147,6 +147,8 @@ impl Fork {
                     w.counters.sched_fork_remote += 1;
                 }
                 let child = w.spawn(self.child_mm, to, prog, false);
+                // copy_process: p->real_parent = current.
+                w.tasks[child as usize].us.parent = Some(task);
                 if all {
                     w.tasks[child as usize].cpus_allowed_all = true;
                     w.cpus[to as usize].fair.idle_stamp = None;

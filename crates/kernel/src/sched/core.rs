@@ -4,7 +4,7 @@ use crate::arch::{enter_lazy_tlb, switch_mm};
 use crate::effects::Effects;
 use crate::sched::fair;
 use crate::world::{TaskState, World};
-use crate::INIT_MM;
+use crate::{TaskId, INIT_MM};
 use machine::{Cost, CpuId};
 
 /// kernel/sched/core.c: `sched_tick` → `sched_balance_trigger` (the fair
@@ -54,7 +54,7 @@ pub fn hrtimer_wakeup(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     let Some(t) = w
         .tasks
         .iter()
-        .filter(|t| t.cpu == cpu && t.state == TaskState::Sleeping)
+        .filter(|t| t.cpu == cpu && t.state == TaskState::Sleeping && !t.us.in_wait)
         .min_by_key(|t| t.us.deadline)
         .map(|t| t.id)
     else {
@@ -92,6 +92,30 @@ pub fn hrtimer_wakeup(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     } else if rt && w.can_preempt(cpu) {
         preempt(w, cpu, fx);
     }
+}
+
+/// kernel/sched/core.c: `try_to_wake_up` of sleeping task `p` by a task
+/// running on `this_cpu`, not `WF_SYNC` (an exiting child waking its
+/// parent: `select_task_rq_fair` drops the hint for a `PF_EXITING` waker).
+/// `select_task_rq` picks the CPU; the task is queued there
+/// (`ttwu_queue`) and that CPU, if idle, wakes to run it.
+pub fn try_to_wake_up(w: &mut World, p: TaskId, this_cpu: CpuId, fx: &mut Effects) {
+    if w.tasks[p as usize].state != TaskState::Sleeping {
+        return;
+    }
+    let prev = w.tasks[p as usize].cpu;
+    let to = fair::select_task_rq(w, p, this_cpu);
+    if to != prev {
+        w.counters.sched_migrations += 1;
+        w.counters.sched_wake_migrations += 1;
+    }
+    let task = &mut w.tasks[p as usize];
+    task.state = TaskState::Runnable;
+    task.cpu = to;
+    w.cpus[to as usize].rq.push_back(p);
+    w.cpus[to as usize].fair.idle_stamp = None;
+    fx.label(crate::Label::Wakeup { task: p, rt: false });
+    fx.wake(to);
 }
 
 /// kernel/sched/core.c: `preempt_schedule` / `__schedule(SM_PREEMPT)`: put
