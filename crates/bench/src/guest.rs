@@ -118,7 +118,8 @@ pub struct GuestRun {
     pub collapse: HostReport,
     /// mmapstress01 with one child alive at a time (fork + exit), if run.
     pub fork_one: Option<HostReport>,
-    /// mmapstress01 with LTP's number of children alive, if run.
+    /// mmapstress01 as LTP runs it (`guest_ltp`: nothing pinned, `wait()` then
+    /// `fork()`), if run; traced where tracefs is there (counts in `arch`).
     pub fork_ltp: Option<HostReport>,
     /// fork+exit with each child born on its own CPU (`guest_fork` with `placed`), if run.
     pub fork_placed: Option<HostReport>,
@@ -878,7 +879,19 @@ fn agent(
         // A 4 KiB shared file, as the model's mmapstress01 scenario.
         let one = in_fresh_process(true, || crate::guest_fork::run(1, forks, false))?;
         forked.push(enc(serde_json::json!({"kind": "fork_one", "report": one})));
-        let ltp = in_fresh_process(true, || crate::guest_fork::run(0, forks, false))?;
+        // LTP's own shape (nothing pinned; wait() then fork), traced where
+        // tracefs is there: the trace's counts go into the report's `arch`.
+        let mut text = None;
+        let mut ltp = traced(&LTP_EVENTS, &mut text, || {
+            in_fresh_process(true, || crate::guest_ltp::run(forks))
+        })?;
+        if let Some(t) = text {
+            let pid = ltp.arch.get("parent_pid").copied().unwrap_or(0);
+            crate::guest_ltp::count_trace(&t, pid, &mut ltp.arch);
+            ltp.host["parent_migrations"] = crate::guest_ltp::parent_moves(&t, pid).into();
+            ltp.arch.insert("traced".into(), 1);
+        }
+        ltp.host["sched_domains"] = sched_domains(0).into();
         forked.push(enc(serde_json::json!({"kind": "fork_ltp", "report": ltp})));
         let placed = in_fresh_process(true, || crate::guest_fork::run(1, forks, true))?;
         forked.push(enc(
@@ -1045,6 +1058,68 @@ fn ipi_callbacks(
         *by.entry(key).or_insert(0) += 1;
     }
     Some(by)
+}
+
+/// `cpu`'s scheduling domains as the kernel built them (debugfs
+/// sched/domains: each level's name and flags), lowest first; empty where
+/// debugfs or CONFIG_SCHED_DEBUG is missing.
+fn sched_domains(cpu: u32) -> Vec<String> {
+    let d = Path::new("/sys/kernel/debug");
+    if !d.join("sched").exists() {
+        let _ = mount("debugfs", "/sys/kernel/debug", "debugfs");
+    }
+    let base = d.join(format!("sched/domains/cpu{cpu}"));
+    let mut out = Vec::new();
+    for k in 0.. {
+        let dir = base.join(format!("domain{k}"));
+        let Ok(name) = std::fs::read_to_string(dir.join("name")) else {
+            break;
+        };
+        let flags = std::fs::read_to_string(dir.join("flags")).unwrap_or_default();
+        let span = std::fs::read_to_string(dir.join("span")).unwrap_or_default();
+        out.push(format!(
+            "{} span {}: {}",
+            name.trim(),
+            span.trim(),
+            flags.trim()
+        ));
+    }
+    out
+}
+
+/// The events the LTP-shaped mmapstress01 run is traced with.
+const LTP_EVENTS: [&str; 5] = [
+    "csd/csd_queue_cpu",
+    "sched/sched_migrate_task",
+    "sched/sched_wakeup_new",
+    "sched/sched_waking",
+    "sched/sched_switch",
+];
+
+/// Run `f` with the tracefs `events` on; the trace text goes to `text`
+/// (left `None` where tracefs or an event is missing: `f` still runs).
+fn traced<R>(
+    events: &[&str],
+    text: &mut Option<String>,
+    f: impl FnOnce() -> Result<R, Error>,
+) -> Result<R, Error> {
+    let t = Path::new("/sys/kernel/tracing");
+    if !t.join("events").exists() {
+        let _ = mount("tracefs", "/sys/kernel/tracing", "tracefs");
+    }
+    let w = |p: &str, v: &str| std::fs::write(t.join(p), v).is_ok();
+    let on = w("buffer_size_kb", "16384")
+        && w("trace", "")
+        && events.iter().all(|e| w(&format!("events/{e}/enable"), "1"));
+    let r = f();
+    for e in events {
+        w(&format!("events/{e}/enable"), "0");
+    }
+    if on && r.is_ok() {
+        *text = std::fs::read_to_string(t.join("trace")).ok();
+    }
+    w("trace", "");
+    r
 }
 
 /// The kernel log buffer (`dmesg`), via syslog(2) SYSLOG_ACTION_READ_ALL.

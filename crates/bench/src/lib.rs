@@ -9,6 +9,8 @@ pub mod collapse;
 pub mod guest;
 #[cfg(target_os = "linux")]
 pub mod guest_fork;
+#[cfg(target_os = "linux")]
+pub mod guest_ltp;
 pub mod interrupts;
 #[cfg(target_os = "linux")]
 pub mod lat;
