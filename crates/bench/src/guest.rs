@@ -883,7 +883,7 @@ fn agent(
         // tracefs is there: the trace's counts go into the report's `arch`.
         let mut text = None;
         let mut ltp = traced(&LTP_EVENTS, &mut text, || {
-            in_fresh_process(true, || crate::guest_ltp::run(forks))
+            in_fresh_process(true, || crate::guest_ltp::run(0, forks))
         })?;
         if let Some(t) = text {
             let pid = ltp.arch.get("parent_pid").copied().unwrap_or(0);

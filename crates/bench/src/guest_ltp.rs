@@ -1,5 +1,6 @@
-//! LTP mmapstress01 as LTP runs it, for the riscv64 and arm64 guests: no
-//! task pinned, the parent forking a replacement each time `wait()` returns.
+//! LTP mmapstress01 as LTP runs it, for the riscv64 and arm64 guests and
+//! the host bench (`tlblab bench mmapstress01`): no task pinned, the
+//! parent forking a replacement each time `wait()` returns.
 //!
 //! From LTP's testcases/kernel/mem/mmapstress/mmapstress01.c (the LTP
 //! framework version, 10/2022 rewrite; `nprocs = MAX(MIN(tst_ncpus() - 1,
@@ -103,11 +104,19 @@ fn wait_any() -> Result<libc::pid_t, Error> {
     Ok(pid)
 }
 
-/// mmapstress01 with LTP's default children, `forks` forks in all, on the
-/// calling thread (in a process that may run on every CPU).
-pub fn run(forks: u64) -> Result<HostReport, Error> {
+/// mmapstress01 with `children` alive (0: LTP's default), `forks` forks
+/// in all, on the calling thread (in a process that may run on every CPU).
+pub fn run(children: u32, forks: u64) -> Result<HostReport, Error> {
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let nprocs = crate::mmapstress::default_children(ncpu) as usize;
+    let nprocs = match children {
+        0 => crate::mmapstress::default_children(ncpu) as usize,
+        n => n as usize,
+    };
+    if nprocs > 255 {
+        return Err(Error::Range(format!(
+            "mmapstress01: {nprocs} children (LTP allows 0-255)"
+        )));
+    }
     if ncpu < 2 || forks < nprocs as u64 {
         return Err(Error::Range(format!(
             "mmapstress01 (LTP) needs 2 CPUs and at least {nprocs} forks ({ncpu} CPUs, {forks} forks)"
@@ -176,6 +185,7 @@ pub fn run(forks: u64) -> Result<HostReport, Error> {
         crate::lat::op_json("fork", &hist, forks, sum, sq, wall),
     );
     r.arch.insert("parent_pid".into(), parent);
+    r.arch.insert("child_mmap_munmap".into(), forks);
     Ok(r)
 }
 

@@ -165,9 +165,9 @@ fn dispatch(workload: &str, threads: u32, iterations: u64) -> Result<HostReport,
         "tlb_flush_threads" => tlb_flush::run_threads(threads, 1 << 20, iterations),
         #[cfg(target_os = "linux")]
         "tlb_flush_processes" => tlb_flush::run_processes(threads, 1 << 20, iterations),
-        // iterations = children forked in all, each making 100 rounds.
+        // As LTP runs it (guest_ltp): iterations = children forked in all.
         #[cfg(target_os = "linux")]
-        "mmapstress01" => mmapstress::run(threads, 4096, iterations.min(2000)),
+        "mmapstress01" => guest_ltp::run(threads, iterations.min(2000)),
         #[cfg(target_os = "linux")]
         "khugepaged_collapse" => collapse::run(64 << 20, iterations.min(1000)),
         #[cfg(target_os = "linux")]

@@ -66,8 +66,9 @@ fn model_of(
     iterations: u64,
 ) -> Result<sim::Report, Error> {
     // The workload's own bundled scenario, moved to this host: its
-    // architecture and CPUs, no tick-driven migration (the host program
-    // pins every thread and child), the host run's threads.
+    // architecture and CPUs, no noise knob (the host programs pin their
+    // threads and children, except mmapstress01, which runs LTP's shape
+    // unpinned as the model's workload does), the host run's threads.
     let mut s = workloads::defaults(workload)?;
     s.set(&format!("machine.arch={}", host_arch()))?;
     s.set(&format!("machine.cpus={ncpu}"))?;
