@@ -122,8 +122,36 @@ pub fn run(children: u32, forks: u64) -> Result<HostReport, Error> {
             "mmapstress01 (LTP) needs 2 CPUs and at least {nprocs} forks ({ncpu} CPUs, {forks} forks)"
         )));
     }
+    let file = ltp_file(nprocs)?;
+    let rows = ["TLB", "CAL", "RES"];
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).expect("bounds");
+    let (mut sum, mut sq) = (0f64, 0f64);
+    let before = interrupts::read(&rows)?;
+    let t0 = Instant::now();
+    fork_and_wait(file.0, nprocs, forks, &mut |ns| {
+        hist.saturating_record(ns.max(1));
+        sum += ns as f64;
+        sq += (ns as f64) * (ns as f64);
+    })?;
+    let wall = t0.elapsed().as_nanos() as u64;
+    let after = interrupts::read(&rows)?;
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() } as u64;
+    let mut r = crate::madvise::report(
+        serde_json::json!({"workload": {"name": "mmapstress01", "shape": "ltp", "threads": nprocs, "size": PAGE, "iterations": forks, "maxloops": MAXLOOPS}, "machine": {"cpus": ncpu}}),
+        wall,
+        interrupts::delta(&before, &after),
+        crate::lat::op_json("fork", &hist, forks, sum, sq, wall),
+    );
+    r.arch.insert("parent_pid".into(), parent);
+    r.arch.insert("child_mmap_munmap".into(), forks);
+    Ok(r)
+}
+
+/// The shared file, one page of the parent's pattern: byte i belongs to
+/// child i mod nprocs.
+fn ltp_file(nprocs: usize) -> Result<File, Error> {
     let file = File::new(PAGE)?;
-    // The parent's pattern: byte i belongs to child i mod nprocs.
     let pattern: Vec<u8> = (0..PAGE).map(|i| (i % nprocs) as u8).collect();
     // SAFETY: writing our buffer into our memfd.
     if unsafe { libc::pwrite(file.0, pattern.as_ptr().cast(), PAGE, 0) } != PAGE as isize {
@@ -131,28 +159,27 @@ pub fn run(children: u32, forks: u64) -> Result<HostReport, Error> {
             "mmapstress01: cannot write the file".into(),
         ));
     }
-    let rows = ["TLB", "CAL", "RES"];
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).expect("bounds");
-    let (mut sum, mut sq) = (0f64, 0f64);
+    Ok(file)
+}
+
+/// LTP's `run()`: fork `nprocs` mappers, then `wait()` and fork a
+/// replacement in the exited one's slot until `forks` were forked; then
+/// reap them all (killing them first on an error). `record` gets each
+/// `fork()`'s time in ns.
+fn fork_and_wait(
+    fd: libc::c_int,
+    nprocs: usize,
+    forks: u64,
+    record: &mut dyn FnMut(u64),
+) -> Result<(), Error> {
     let mut pidarray = vec![0 as libc::pid_t; nprocs];
-    let before = interrupts::read(&rows)?;
-    let t0 = Instant::now();
     let mut fork = |i: usize, pids: &mut Vec<libc::pid_t>| -> Result<(), Error> {
         let t = Instant::now();
-        pids[i] = fork_mapper(file.0, i, nprocs)?;
-        let ns = t.elapsed().as_nanos() as u64;
-        hist.saturating_record(ns.max(1));
-        sum += ns as f64;
-        sq += (ns as f64) * (ns as f64);
+        pids[i] = fork_mapper(fd, i, nprocs)?;
+        record(t.elapsed().as_nanos() as u64);
         Ok(())
     };
-    let mut result = Ok(());
-    for i in 0..nprocs {
-        if let Err(e) = fork(i, &mut pidarray) {
-            result = Err(e);
-            break;
-        }
-    }
+    let mut result = (0..nprocs).try_for_each(|i| fork(i, &mut pidarray));
     let mut forked = nprocs as u64;
     while result.is_ok() && forked < forks {
         result = wait_any().and_then(|pid| {
@@ -173,20 +200,7 @@ pub fn run(children: u32, forks: u64) -> Result<HostReport, Error> {
     // Reap the rest (all of them on an error).
     // SAFETY: waiting for our own children until none is left.
     while unsafe { libc::wait(std::ptr::null_mut()) } > 0 {}
-    result?;
-    let wall = t0.elapsed().as_nanos() as u64;
-    let after = interrupts::read(&rows)?;
-    // SAFETY: getpid has no preconditions.
-    let parent = unsafe { libc::getpid() } as u64;
-    let mut r = crate::madvise::report(
-        serde_json::json!({"workload": {"name": "mmapstress01", "shape": "ltp", "threads": nprocs, "size": PAGE, "iterations": forks, "maxloops": MAXLOOPS}, "machine": {"cpus": ncpu}}),
-        wall,
-        interrupts::delta(&before, &after),
-        crate::lat::op_json("fork", &hist, forks, sum, sq, wall),
-    );
-    r.arch.insert("parent_pid".into(), parent);
-    r.arch.insert("child_mmap_munmap".into(), forks);
-    Ok(r)
+    result
 }
 
 /// Counts from a trace of the run (`csd:csd_queue_cpu`,

@@ -143,15 +143,26 @@ fn build_mmapstress(s: &Scenario, w: &mut World) -> Result<(), Error> {
             s.machine.cpus
         )));
     }
-    // A run shorter than the first round forks only that many.
-    let first = s.workload.iterations.min(n as u64);
     let file = w.create_file(size_pages(s)? as u32)?;
     let child: std::sync::Arc<[UserOp]> = child_mapper(s, file, n)?.into();
     let op = w.op_id("fork");
+    let p = ltp_parent(op, child, n as u64, s.workload.iterations);
+    let parent = w.mm_alloc()?;
+    let t = w.spawn(parent, 0, p, true);
+    w.tasks[t as usize].cpus_allowed_all = true;
+    Ok(())
+}
+
+/// LTP's parent: `nprocs` forks (fewer if the run has fewer), then
+/// `wait()` and a replacement fork until `forks` children were forked.
+/// The op `op` times each `fork()`.
+fn ltp_parent(op: u16, child: std::sync::Arc<[UserOp]>, nprocs: u64, forks: u64) -> Vec<UserOp> {
+    let first = forks.min(nprocs);
     let fork = UserOp::Fork {
         child_cpu: 0,
         child,
     };
+    // After fork() returns: its stack and pidarray[i] = pid.
     let after_fork = UserOp::TouchRange {
         start: PARENT_BASE,
         pages: PARENT_PAGES,
@@ -173,7 +184,7 @@ fn build_mmapstress(s: &Scenario, w: &mut World) -> Result<(), Error> {
             times: first,
         },
     ];
-    if s.workload.iterations > first {
+    if forks > first {
         // while (!finished) { pid = wait(&st); ...; pidarray[i] = fork(); }
         p.extend([
             UserOp::Wait,
@@ -183,15 +194,12 @@ fn build_mmapstress(s: &Scenario, w: &mut World) -> Result<(), Error> {
             after_fork,
             UserOp::Loop {
                 to: 7,
-                times: s.workload.iterations - first,
+                times: forks - first,
             },
         ]);
     }
     p.push(UserOp::Exit);
-    let parent = w.mm_alloc()?;
-    let t = w.spawn(parent, 0, p, true);
-    w.tasks[t as usize].cpus_allowed_all = true;
-    Ok(())
+    p
 }
 
 fn lat_procs(s: &Scenario) -> Result<u32, Error> {
