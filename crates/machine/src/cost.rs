@@ -127,10 +127,10 @@ costs! {
     TlbiLocal = "tlbi_local",
     /// arm64: issuing one broadcast `TLBI ...IS` (the instruction, before the DSB).
     TlbiIs = "tlbi_is",
-    /// arm64: interconnect occupancy of one broadcast TLBI per core of the
-    /// inner-shareable domain (DVM fan-out); concurrent broadcasts queue behind it.
+    /// arm64: one broadcast TLBI's fan-out per core of the inner-shareable
+    /// domain; it holds one of the DVM node's `[dvm] ops_in_flight` trackers.
     DvmOpPerCore = "dvm_op_per_core",
-    /// arm64: `DSB ISH` completion (DVM Sync round trip) once the TLBIs are out.
+    /// arm64: one DVM Sync (`DSB ISH`) at the DVM node, which completes Syncs one at a time.
     DsbIsh = "dsb_ish",
     /// arm64: a core's MMU handling one incoming broadcast TLBI (stolen from what it runs).
     DvmSnoop = "dvm_snoop",
@@ -204,6 +204,18 @@ struct ProfileFile {
     name: String,
     description: String,
     costs: BTreeMap<String, Entry>,
+    #[serde(default)]
+    dvm: Option<DvmLimits>,
+}
+
+/// arm64: the interconnect's DVM node, what is a count rather than a price.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DvmLimits {
+    /// Broadcast TLBIs (DVMOps) the DVM node keeps in flight at once.
+    ops_in_flight: u32,
+    /// Where the figure comes from.
+    source: String,
 }
 
 /// Prices for every [`Cost`] class.
@@ -213,6 +225,10 @@ pub struct CostProfile {
     pub description: String,
     ns: Vec<f64>,
     sources: Vec<String>,
+    /// arm64: DVMOps the DVM node keeps in flight (`[dvm] ops_in_flight`;
+    /// 1 when the profile has no `[dvm]` table), and its source.
+    pub dvm_ops_in_flight: u32,
+    pub dvm_source: String,
 }
 
 /// The bundled default profile. Its machine's scheduling domains are
@@ -265,11 +281,23 @@ impl CostProfile {
         {
             return Err(Error::Config(format!("{origin}: unknown cost entry '{k}'")));
         }
+        let dvm = f.dvm.unwrap_or(DvmLimits {
+            ops_in_flight: 1,
+            source: "no [dvm] table: one DVMOp at a time".into(),
+        });
+        if !(1..=1024).contains(&dvm.ops_in_flight) {
+            return Err(Error::Range(format!(
+                "{origin}: dvm.ops_in_flight = {} (allowed 1..=1024)",
+                dvm.ops_in_flight
+            )));
+        }
         Ok(CostProfile {
             name: f.name,
             description: f.description,
             ns,
             sources,
+            dvm_ops_in_flight: dvm.ops_in_flight,
+            dvm_source: dvm.source,
         })
     }
 
@@ -323,6 +351,11 @@ impl CostProfile {
                 esc(self.source(*c))
             ));
         }
+        out.push_str(&format!(
+            "\n[dvm]\nops_in_flight = {}\nsource = \"{}\"\n",
+            self.dvm_ops_in_flight,
+            esc(&self.dvm_source)
+        ));
         out
     }
 
@@ -396,6 +429,19 @@ mod tests {
         let q = CostProfile::from_toml(&p.to_toml(), "round trip").unwrap();
         assert_eq!(q.ns(Cost::Invlpg), 123.5);
         assert_eq!(q.source(Cost::Invlpg), "measured \"here\"");
+        let mut a = CostProfile::default_for(crate::scenario::Arch::Arm64);
+        a.dvm_ops_in_flight = 7;
+        let b = CostProfile::from_toml(&a.to_toml(), "round trip").unwrap();
+        assert_eq!(b.dvm_ops_in_flight, 7);
+        assert_eq!(b.dvm_source, a.dvm_source);
+    }
+
+    #[test]
+    fn dvm_ops_in_flight_out_of_range_is_an_error() {
+        let bad = ARM64_PROFILE.replace("ops_in_flight = 4", "ops_in_flight = 0");
+        assert_ne!(bad, ARM64_PROFILE);
+        let e = CostProfile::from_toml(&bad, "t").unwrap_err().to_string();
+        assert!(e.contains("dvm.ops_in_flight = 0"), "{e}");
     }
 
     #[test]

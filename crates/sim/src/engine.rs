@@ -308,8 +308,9 @@ pub struct Sim {
     pub violations: Vec<ViolationRecord>,
     /// Time spent in user-visible ops across all ops; completed ops by any task.
     pub ops_done: u64,
-    /// arm64: when the shared DVM path is free again (ps).
-    dvm_free_ps: u64,
+    /// arm64: the mesh's DVM node (op trackers, serialised Syncs).
+    dvm: crate::dvm::Dvm,
+    dvm_prices: crate::dvm::DvmPrices,
     /// arm64: broadcast TLBIs issued so far, and how many of them each
     /// core has already been charged snoop work for.
     pub dvm_ops: u64,
@@ -350,6 +351,12 @@ impl Sim {
     pub fn new(world: World, profile: CostProfile, opts: SimOptions) -> Sim {
         let n = world.cpus.len();
         let prices = std::sync::Arc::new(Prices::new(|c| profile.ns(c)));
+        let profile_dvm_slots = profile.dvm_ops_in_flight;
+        let dvm_prices = crate::dvm::DvmPrices {
+            ncpu: n as u64,
+            op_per_core: prices.ps[Cost::DvmOpPerCore as usize],
+            sync: prices.ps[Cost::DsbIsh as usize],
+        };
         let mut s = Sim {
             world,
             profile,
@@ -380,7 +387,8 @@ impl Sim {
             trace: VecDeque::with_capacity(opts.trace_depth + 1),
             violations: Vec::new(),
             ops_done: 0,
-            dvm_free_ps: 0,
+            dvm: crate::dvm::Dvm::new(profile_dvm_slots),
+            dvm_prices,
             dvm_ops: 0,
             dvm_seen: vec![0; n],
             busy_ps: 0,
@@ -920,19 +928,15 @@ impl Sim {
         self.prices.ps[c as usize]
     }
 
-    /// arm64: `ops` broadcast TLBIs of CPU `c`, issued `at` ps into its
-    /// step. The DVM path is shared: they start when earlier ones (any
-    /// CPU's) are through; each occupies it for a fan-out to every core;
-    /// DSB ISH then syncs. Returns the CPU's wait, ps.
+    /// arm64: `ops` broadcast TLBIs of CPU `c` and the `DSB ISH` after
+    /// them, issued `at` ps into its step ([`crate::dvm`]: parallel op
+    /// fan-outs, serialised Syncs). Returns the CPU's wait, ps.
     fn dvm_broadcast(&mut self, c: usize, ops: u32, at: u64) -> u64 {
-        let ncpu = self.world.cpus.len() as u64;
         let start = self.now * PS + at;
-        let begin = start.max(self.dvm_free_ps);
-        let occupy = ops as u64 * ncpu * self.p(Cost::DvmOpPerCore);
-        self.dvm_free_ps = begin + occupy;
+        let done = self.dvm.tlbi_is_dsb_ish(start, ops, &self.dvm_prices);
         self.dvm_ops += ops as u64;
         self.dvm_seen[c] += ops as u64;
-        let wait = begin - start + occupy + self.p(Cost::DsbIsh);
+        let wait = done - start;
         self.dvm_wait_ps += wait;
         wait
     }

@@ -14,6 +14,7 @@
 
 pub mod cache;
 pub mod chrome_trace;
+pub mod dvm;
 pub mod engine;
 pub mod queue;
 pub mod report;
