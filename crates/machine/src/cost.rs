@@ -241,9 +241,9 @@ pub const ARM64_PROFILE: &str = include_str!("../profiles/arm64-neoverse-n2.toml
 /// The bundled RISC-V profile; topology
 /// [`crate::topology::TopologyKind::Sg2042`].
 pub const RISCV_PROFILE: &str = include_str!("../profiles/riscv-sg2042.toml");
-/// arm64 with the DVM prices fitted to the arm64 seed's baseline alone
-/// (flush functions 50.5% of cycles in usemem, 4 threads, 128 cores);
-/// chosen by name: `run --profile arm64-n2-seed-baseline-fit`.
+/// arm64 with the DVM Sync price fitted to the arm64 seed's baseline alone
+/// (flush functions 50.5% of cycles in usemem, 4 threads, 128 cores, over a
+/// steady-state window); chosen by name: `run --profile arm64-n2-seed-baseline-fit`.
 pub const ARM64_BASELINE_FIT_PROFILE: &str =
     include_str!("../profiles/arm64-n2-seed-baseline-fit.toml");
 /// Bundled profiles that no architecture uses by default, by name.
@@ -408,7 +408,7 @@ mod tests {
 
     /// The extra bundled profiles load by name, price every class with a
     /// source, and the arm64 baseline fit differs from the N2 profile only
-    /// in the DVM prices it fits.
+    /// in the DVM Sync price it fits.
     #[test]
     fn extra_bundled_profiles_load_by_name() {
         assert!(CostProfile::bundled("no-such-profile").is_none());
@@ -416,7 +416,7 @@ mod tests {
         let n2 = CostProfile::default_for(crate::scenario::Arch::Arm64);
         for c in Cost::ALL {
             assert!(fit.source(*c).len() > 10, "{}", c.name());
-            let fitted = matches!(c, Cost::DvmOpPerCore | Cost::DsbIsh);
+            let fitted = matches!(c, Cost::DsbIsh);
             assert_eq!(fit.ns(*c) != n2.ns(*c), fitted, "{}", c.name());
         }
     }

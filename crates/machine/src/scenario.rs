@@ -166,6 +166,13 @@ pub struct MachineCfg {
     /// (`crate::topology`): `auto` (the architecture's bundled profile's
     /// machine), `flat`, `sg2042`, `neoverse_n2`, `icelake_2s`.
     pub topology: crate::topology::TopologyKind,
+    /// The measurement window, as `perf record -a` after a warm-up would
+    /// take it: it opens `measure_from_us` into the run and the run stops
+    /// `measure_us` later (0 = at the run's end); the report's `window`
+    /// gives busy time, flush share and op throughput inside it. Both 0 =
+    /// no window.
+    pub measure_from_us: u64,
+    pub measure_us: u64,
 }
 
 impl Default for MachineCfg {
@@ -189,6 +196,8 @@ impl Default for MachineCfg {
             preemption: Preemption::None,
             irqoff_hz: 0,
             irqoff_long_pct: 1,
+            measure_from_us: 0,
+            measure_us: 0,
         }
     }
 }
@@ -391,6 +400,12 @@ impl MachineCfg {
             return Err(Error::Range(format!(
                 "machine.smi_hz = {}, machine.smi_us = {} (allowed 0..=10000 and 0..=100000)",
                 m.smi_hz, m.smi_us
+            )));
+        }
+        if m.measure_from_us > 3_600_000_000 || m.measure_us > 3_600_000_000 {
+            return Err(Error::Range(format!(
+                "machine.measure_from_us = {}, machine.measure_us = {} (allowed 0..=3600000000 each)",
+                m.measure_from_us, m.measure_us
             )));
         }
         if m.nmi_hz > 100_000 {
@@ -676,6 +691,8 @@ impl Scenario {
             ("machine.preemption", "none | full", "kernel preemption model (full: RT tasks preempt kernel code)"),
             ("machine.irqoff_hz", "per s per CPU (0)", "IRQ-off windows (short typical, long tail)"),
             ("machine.irqoff_long_pct", "% (1)", "share of IRQ-off windows drawn from the long tail"),
+            ("machine.measure_from_us", "us (0)", "measurement window opens (warm-up before it not counted)"),
+            ("machine.measure_us", "us (0 = to the end)", "measurement window length; the run stops when it closes"),
             ("inject.preemptible_percpu_flush", "true | false", "UNSAFE: preemptible flush with the per-CPU flush_tlb_info"),
             (
                 "mm.skip_redundant_table_sync",

@@ -134,6 +134,8 @@ pub enum End {
     Stalled,
     /// Stopped at the first violation (`stop_on_violation`).
     Violation,
+    /// The measurement window (`machine.measure_us`) closed.
+    Window,
 }
 
 /// Driver options.
@@ -171,6 +173,9 @@ pub struct SimOptions {
     /// every charge recorded and priced after the step): the reference the
     /// shortcuts are tested against, result for result.
     pub reference: bool,
+    /// The measurement window: opens at `.0` ns, the run stops at `.1`
+    /// (0 = no end); `None` = no window.
+    pub window_ns: Option<(Time, Time)>,
 }
 
 impl Default for SimOptions {
@@ -191,6 +196,7 @@ impl Default for SimOptions {
             irqoff_hz: 0,
             irqoff_long_pct: 0,
             reference: false,
+            window_ns: None,
         }
     }
 }
@@ -212,6 +218,11 @@ impl SimOptions {
             migrate_pct: s.machine.migrate_pct,
             irqoff_hz: s.machine.irqoff_hz,
             irqoff_long_pct: s.machine.irqoff_long_pct,
+            window_ns: (s.machine.measure_from_us > 0 || s.machine.measure_us > 0).then(|| {
+                let from = s.machine.measure_from_us * 1000;
+                let len = s.machine.measure_us * 1000;
+                (from, if len > 0 { from + len } else { 0 })
+            }),
             ..SimOptions::default()
         }
     }
@@ -324,9 +335,21 @@ pub struct Sim {
     pub dvm_wait_ps: u64,
     /// Time CPUs spent in IRQ-off windows (`machine.irqoff_hz`), ns.
     pub irqoff_ns: u64,
+    /// The counters when the measurement window opened and closed.
+    pub window: [Option<Snapshot>; 2],
     /// Called after every step with what it did (`run --trace-out`); `None`
     /// costs one branch per step and keeps labels off.
     pub on_step: Option<StepHook>,
+}
+
+/// The cumulative counters at one instant (a window's edge).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub t_ns: Time,
+    pub busy_ps: u64,
+    pub maint_ps: u64,
+    pub dvm_wait_ps: u64,
+    pub ops_done: u64,
 }
 
 /// A step observer (the Chrome trace exporter).
@@ -395,6 +418,7 @@ impl Sim {
             maint_ps: 0,
             dvm_wait_ps: 0,
             irqoff_ns: 0,
+            window: [None, None],
             on_step: None,
             opts,
         };
@@ -547,6 +571,10 @@ impl Sim {
                 self.count_passed_wakes(None);
                 return End::Stalled;
             };
+            if self.window_edge(ev.time()) {
+                self.count_passed_wakes(Some(self.now));
+                return End::Window;
+            }
             if ev.time() > self.opts.max_time_ns {
                 self.now = self.opts.max_time_ns;
                 self.count_passed_wakes(Some(self.opts.max_time_ns));
@@ -561,6 +589,34 @@ impl Sim {
                 tick = 0;
                 progress(self);
             }
+        }
+    }
+
+    /// Open or close the measurement window before an event at `t`, as
+    /// `perf record -a` sees the counters; true when it closed (stop).
+    fn window_edge(&mut self, t: Time) -> bool {
+        let Some((from, to)) = self.opts.window_ns else {
+            return false;
+        };
+        if self.window[0].is_none() && t >= from {
+            self.window[0] = Some(self.snapshot(from));
+        }
+        if to > 0 && to <= self.opts.max_time_ns && t >= to && self.window[1].is_none() {
+            self.now = to;
+            self.window[1] = Some(self.snapshot(to));
+            return true;
+        }
+        false
+    }
+
+    /// The cumulative counters a window is measured from, at `t` ns.
+    pub fn snapshot(&self, t: Time) -> Snapshot {
+        Snapshot {
+            t_ns: t,
+            busy_ps: self.busy_ps,
+            maint_ps: self.maint_ps,
+            dvm_wait_ps: self.dvm_wait_ps,
+            ops_done: self.ops_done,
         }
     }
 

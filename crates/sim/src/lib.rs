@@ -19,5 +19,5 @@ pub mod engine;
 pub mod queue;
 pub mod report;
 
-pub use engine::{End, Sim, SimOptions};
+pub use engine::{End, Sim, SimOptions, Snapshot};
 pub use report::Report;

@@ -1,6 +1,6 @@
 //! The run report: what `run --json` prints, and its text form.
 
-use crate::engine::{End, Sim, ViolationRecord};
+use crate::engine::{End, Sim, Snapshot, ViolationRecord};
 use kernel::world::FlushReason;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -64,6 +64,10 @@ pub struct Report {
     pub arch: BTreeMap<String, u64>,
     /// Where the CPUs' busy time went (what `perf` would attribute).
     pub cycles: Cycles,
+    /// The same inside the measurement window (`machine.measure_from_us`,
+    /// `machine.measure_us`), with the op throughput there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<Window>,
     /// `run --trace N`: the last N events of the run.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub trace: Vec<String>,
@@ -80,6 +84,43 @@ pub struct Cycles {
     pub dvm_wait_ns: u64,
     /// `tlb_maintenance_ns / busy_ns`.
     pub flush_share: f64,
+}
+
+/// [`Cycles`] over the measurement window, and the ops completed in it.
+#[derive(Serialize, Clone, Debug)]
+pub struct Window {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub cycles: Cycles,
+    /// Measured ops (any task's) completed inside the window, and per second.
+    pub ops: u64,
+    pub ops_per_sec: f64,
+}
+
+impl Window {
+    /// The window between snapshots `a` and `b`.
+    pub fn between(a: &Snapshot, b: &Snapshot) -> Window {
+        let busy = b.busy_ps - a.busy_ps;
+        let maint = b.maint_ps - a.maint_ps;
+        let ops = b.ops_done - a.ops_done;
+        let len = b.t_ns.saturating_sub(a.t_ns);
+        Window {
+            start_ns: a.t_ns,
+            end_ns: b.t_ns,
+            cycles: Cycles {
+                busy_ns: busy / 1000,
+                tlb_maintenance_ns: maint / 1000,
+                dvm_wait_ns: (b.dvm_wait_ps - a.dvm_wait_ps) / 1000,
+                flush_share: r3(maint as f64 / busy.max(1) as f64 * 100.0) / 100.0,
+            },
+            ops,
+            ops_per_sec: if len > 0 {
+                ops as f64 * 1e9 / len as f64
+            } else {
+                0.0
+            },
+        }
+    }
 }
 
 fn r3(x: f64) -> f64 {
@@ -123,6 +164,10 @@ impl Report {
                 dvm_wait_ns: sim.dvm_wait_ps / 1000,
                 flush_share: r3(sim.maint_ps as f64 / sim.busy_ps.max(1) as f64 * 100.0) / 100.0,
             },
+            window: sim.window[0].map(|a| {
+                let b = sim.window[1].unwrap_or_else(|| sim.snapshot(sim.now));
+                Window::between(&a, &b)
+            }),
             trace: sim.trace_tail(),
         }
     }
@@ -187,6 +232,18 @@ impl Report {
             self.cycles.flush_share * 100.0,
             self.cycles.busy_ns as f64 / 1e6
         );
+        if let Some(w) = &self.window {
+            let _ = writeln!(
+                s,
+                "  window {:.3}-{:.3} ms: TLB maintenance {:.2}% of {:.3} ms busy CPU time, {} ops ({:.0} ops/s)",
+                w.start_ns as f64 / 1e6,
+                w.end_ns as f64 / 1e6,
+                w.cycles.flush_share * 100.0,
+                w.cycles.busy_ns as f64 / 1e6,
+                w.ops,
+                w.ops_per_sec
+            );
+        }
         let a = &self.arch;
         if a["tlbi_is"] + a["tlbi_local"] > 0 {
             let _ = writeln!(

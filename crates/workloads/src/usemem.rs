@@ -67,19 +67,23 @@ fn check_cpus(s: &Scenario) -> Result<u32, Error> {
 }
 
 /// The main thread: every `period_us`, fork a child on CPU `child_cpu`
-/// that execs at once (`fork(); if (!pid) execve(...)`).
+/// that execs at once (`fork(); if (!pid) execve(...)`). Between forks it
+/// sleeps (`clock_nanosleep` to the next period), so its CPU idles and
+/// counts no cycles, as in `perf record -a`.
 fn main_thread(period_us: u64, start: u64, len: u64, child_cpu: u16) -> Vec<UserOp> {
     let child = vec![UserOp::Exec { start, len }, UserOp::Exit];
-    // Compute takes at most u32::MAX ns: wait in whole seconds plus the rest.
+    // One sleep covers at most u32::MAX ns: split the period evenly.
     let ns = period_us * 1000;
-    let mut p: Vec<UserOp> = (0..ns / 1_000_000_000)
-        .map(|_| UserOp::Compute { ns: 1_000_000_000 })
+    let parts = ns.div_ceil(u32::MAX as u64).max(1);
+    let mut p: Vec<UserOp> = (0..parts)
+        .map(|i| {
+            let part = ns / parts + u64::from(i < ns % parts);
+            UserOp::ClockNanosleep {
+                period_ns: part as u32,
+                op: kernel::user::NO_OP,
+            }
+        })
         .collect();
-    if !ns.is_multiple_of(1_000_000_000) {
-        p.push(UserOp::Compute {
-            ns: (ns % 1_000_000_000) as u32,
-        });
-    }
     p.push(UserOp::Fork {
         child_cpu,
         child: child.into(),
@@ -184,4 +188,29 @@ fn build_race(s: &Scenario, w: &mut World) -> Result<(), Error> {
     }
     spawn_main_thread(s, w, mm, n, 200);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The main thread's sleeps add up to the period exactly, however long
+    /// (the seed forks every 40 s, past one `clock_nanosleep`'s u32 ns),
+    /// and then it forks.
+    #[test]
+    fn main_thread_sleeps_one_period_then_forks() {
+        for period_us in [200, 900_000, 40_000_000, 3_600_000_000] {
+            let p = main_thread(period_us, MAP_BASE, 1 << 20, 5);
+            let slept: u64 = p
+                .iter()
+                .map(|op| match op {
+                    UserOp::ClockNanosleep { period_ns, .. } => *period_ns as u64,
+                    _ => 0,
+                })
+                .sum();
+            assert_eq!(slept, period_us * 1000, "{period_us}");
+            let fork = p.iter().position(|op| matches!(op, UserOp::Fork { .. }));
+            assert_eq!(fork, Some(p.len() - 2), "{period_us}");
+        }
+    }
 }

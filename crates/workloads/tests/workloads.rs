@@ -168,8 +168,8 @@ fn rt_latency_shape() {
 
 /// usemem: writer threads on CPUs 0..T-1 (measured), the forking main
 /// thread on CPU T; each writer's pass is its share in 2 MiB memsets. The
-/// main thread waits period_us (as whole-second Computes plus the rest)
-/// and forks onto CPU T + 1.
+/// main thread sleeps period_us (`clock_nanosleep`, so its CPU idles) and
+/// forks onto CPU T + 1.
 #[test]
 fn usemem_shape_and_fork_period() {
     let sets = [
@@ -192,10 +192,14 @@ fn usemem_shape_and_fork_period() {
         }
     );
     let main = &w.tasks[2].prog;
-    assert_eq!(main[0], UserOp::Compute { ns: 1_000_000_000 });
-    assert_eq!(main[1], UserOp::Compute { ns: 1_000_000_000 });
-    assert_eq!(main[2], UserOp::Compute { ns: 500_000_000 });
-    assert!(matches!(main[3], UserOp::Fork { child_cpu: 3, .. }));
+    assert_eq!(
+        main[0],
+        UserOp::ClockNanosleep {
+            period_ns: 2_500_000_000,
+            op: kernel::user::NO_OP
+        }
+    );
+    assert!(matches!(main[1], UserOp::Fork { child_cpu: 3, .. }));
     let e = build(&scen(
         "usemem_fork_exec",
         &[
