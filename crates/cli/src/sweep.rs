@@ -51,7 +51,8 @@ pub struct Row {
     pub violations: usize,
     pub sim_time_ns: u64,
     pub events: u64,
-    /// Share of busy CPU time in TLB maintenance (`cycles.flush_share`).
+    /// Share of busy CPU time in TLB maintenance (`cycles.flush_share`, or
+    /// the measurement window's when the scenario sets one).
     pub flush_share: f64,
     /// arm64 broadcast TLBI operations.
     pub tlbi_is: u64,
@@ -74,7 +75,10 @@ impl Row {
             violations: r.violations.len(),
             sim_time_ns: r.sim_time_ns,
             events: r.events,
-            flush_share: r.cycles.flush_share,
+            flush_share: r
+                .window
+                .as_ref()
+                .map_or(r.cycles.flush_share, |w| w.cycles.flush_share),
             tlbi_is: r.arch["tlbi_is"],
             spurious_faults: r.spurious_faults,
         }

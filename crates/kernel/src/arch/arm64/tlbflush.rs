@@ -5,8 +5,9 @@
 //! domain in hardware: no interrupt, nothing waits for IRQ-off windows. The
 //! price is in the interconnect: the model applies the invalidation to every
 //! CPU's TLB when the issuing step runs, and the driver prices the
-//! `DSB ISH` that completes it ([`crate::effects::Charge::Dvm`]): queueing
-//! behind other cores' broadcasts, a fan-out to every core, the sync.
+//! `DSB ISH` that completes it ([`crate::effects::Charge::Dvm`]) on the
+//! mesh's DVM node (`sim::dvm`): each op's fan-out to every core, several
+//! ops in flight, the Syncs one at a time.
 
 use crate::effects::{Effects, Label};
 use crate::hw::memory_model::{self as mo, Loc, MemoryModel, Order, TLBI_WHOLE_ASID};
