@@ -955,13 +955,7 @@ fn in_fresh_process(
     }
     // SAFETY: the agent is single-threaded here (documented precondition):
     // the child may allocate and run the benchmark, and leaves by _exit.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(Error::Unsupported(format!(
-            "fork: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
+    let pid = unsafe { crate::procs::fork()? };
     if pid == 0 {
         // SAFETY: the write end, owned by the child from here on.
         let mut w = unsafe { std::fs::File::from_raw_fd(fds[1]) };

@@ -75,11 +75,7 @@ fn child_mapper(fd: libc::c_int, procno: usize, nprocs: usize) -> ! {
 fn fork_mapper(fd: libc::c_int, procno: usize, nprocs: usize) -> Result<libc::pid_t, Error> {
     // SAFETY: the agent's process is single-threaded here; the child only
     // runs `child_mapper` (no allocation, no locks) and `_exit`s.
-    match unsafe { libc::fork() } {
-        -1 => Err(Error::Unsupported(format!(
-            "fork: {}",
-            std::io::Error::last_os_error()
-        ))),
+    match unsafe { crate::procs::fork()? } {
         0 => child_mapper(fd, procno, nprocs),
         pid => Ok(pid),
     }

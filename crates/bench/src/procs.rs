@@ -9,6 +9,23 @@ use machine::Error;
 pub(crate) const CHILD_PIN: i32 = 3;
 pub(crate) const CHILD_PANIC: i32 = 101;
 
+/// `fork()`: 0 in the child, the child's pid in the parent, or the
+/// error (`Error::Unsupported`, with errno).
+///
+/// # Safety
+/// As `libc::fork`: in a multi-threaded process the child may only make
+/// async-signal-safe calls until it execs or exits.
+pub(crate) unsafe fn fork() -> Result<libc::pid_t, Error> {
+    // SAFETY: the caller's contract.
+    match unsafe { libc::fork() } {
+        -1 => Err(Error::Unsupported(format!(
+            "fork: {}",
+            std::io::Error::last_os_error()
+        ))),
+        pid => Ok(pid),
+    }
+}
+
 /// What a child's exit code means, for error messages.
 pub(crate) fn describe(code: i32) -> String {
     match code {
@@ -57,13 +74,7 @@ impl Children {
         // SAFETY: fork has no preconditions; the child only makes
         // async-signal-safe calls before running `body`, which is documented
         // to avoid locks, and it leaves with _exit.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            return Err(Error::Unsupported(format!(
-                "fork: {}",
-                std::io::Error::last_os_error()
-            )));
-        }
+        let pid = unsafe { fork()? };
         if pid == 0 {
             child_start(parent, cpu, body);
         }

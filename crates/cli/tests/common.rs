@@ -50,3 +50,17 @@ pub fn scratch_dir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&d).expect("scratch directory");
     d
 }
+
+/// (guest, model): the first two numbers of the row of `validate
+/// --guest`'s table whose label is `name`.
+pub fn validate_row(text: &str, name: &str) -> (f64, f64) {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(name))
+        .unwrap_or_else(|| panic!("no row {name} in:\n{text}"));
+    let f: Vec<f64> = line[name.len()..]
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    (f[0], f[1])
+}

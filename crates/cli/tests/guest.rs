@@ -3,6 +3,8 @@
 //! kernel are installed (scripts/install-guest.sh), and it fails, not passes,
 //! when run without them.
 
+mod common;
+
 use std::process::Command;
 
 #[test]
@@ -32,17 +34,7 @@ fn guest_counts_match_the_model() {
                 && out_rows[0].starts_with("MADV_COLLAPSE CAL per collapse")),
         "validate --guest failed:\n{text}\n{err}"
     );
-    let row = |name: &str| -> (f64, f64) {
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(name))
-            .unwrap_or_else(|| panic!("no row {name} in:\n{text}"));
-        let f: Vec<f64> = line[name.len()..]
-            .split_whitespace()
-            .filter_map(|x| x.parse().ok())
-            .collect();
-        (f[0], f[1])
-    };
+    let row = |name: &str| common::validate_row(&text, name);
     let (g, m) = row("madvise TLB per op");
     assert_eq!(m, 3.0, "model: 3 busy CPUs in the mm");
     assert!((g - 3.0).abs() < 0.3, "guest TLB per madvise {g}");

@@ -4,20 +4,10 @@
 //! scripts/build-guest-agent.sh have provided QEMU, the kernels and the
 //! cross-built agents, and they fail, not pass, when run without them.
 
-use std::process::Command;
+mod common;
 
-/// (guest, model) of a row of `validate --guest --arch ...`'s table.
-fn row(text: &str, name: &str) -> (f64, f64) {
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(name))
-        .unwrap_or_else(|| panic!("no row {name} in:\n{text}"));
-    let f: Vec<f64> = line[name.len()..]
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    (f[0], f[1])
-}
+use common::validate_row as row;
+use std::process::Command;
 
 /// Boot the guest at 4 vCPUs and check the flush rows. The fork rows are
 /// shown (and judged in the table) but not asserted here: see docs/guests.md
