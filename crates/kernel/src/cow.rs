@@ -66,14 +66,14 @@ impl<T> CowVec<T> {
     #[inline(always)]
     fn read(&self, i: usize) {
         if self.tag != 0 {
-            footprint::read(|| Obj::new(self.tag, i));
+            footprint::note(Obj::new(self.tag, i), false);
         }
     }
 
     #[inline(always)]
     fn wrote(&self, i: usize) {
         if self.tag != 0 {
-            footprint::write(|| Obj::new(self.tag, i));
+            footprint::note(Obj::new(self.tag, i), true);
         }
     }
 
@@ -99,7 +99,7 @@ impl<T> CowVec<T> {
 
     pub fn len(&self) -> usize {
         if self.tag != 0 {
-            footprint::read(|| Obj::new(footprint::kind::LEN, self.tag as usize));
+            footprint::note(Obj::new(footprint::kind::LEN, self.tag as usize), false);
         }
         self.items.len()
     }
@@ -110,7 +110,7 @@ impl<T> CowVec<T> {
 
     pub fn push(&mut self, val: T) {
         if self.tag != 0 {
-            footprint::write(|| Obj::new(footprint::kind::LEN, self.tag as usize));
+            footprint::note(Obj::new(footprint::kind::LEN, self.tag as usize), true);
         }
         self.items.push(Arc::new(Slot {
             val,
@@ -325,7 +325,7 @@ impl<T> std::ops::Deref for CowBox<T> {
     fn deref(&self) -> &T {
         // (A box recorded as `ALL`, the configuration, records writes only.)
         if self.obj.0 != 0 && self.obj.kind() != footprint::kind::ALL {
-            footprint::read(|| self.obj);
+            footprint::note(self.obj, false);
         }
         &self.slot.val
     }
@@ -335,7 +335,7 @@ impl<T: Clone> std::ops::DerefMut for CowBox<T> {
     #[inline]
     fn deref_mut(&mut self) -> &mut T {
         if self.obj.0 != 0 {
-            footprint::write(|| self.obj);
+            footprint::note(self.obj, true);
         }
         unshare(&mut self.slot)
     }
@@ -413,7 +413,7 @@ impl<T> std::ops::Deref for Tracked<T> {
     #[inline]
     fn deref(&self) -> &T {
         if self.on {
-            footprint::read(|| self.obj());
+            footprint::note(self.obj(), false);
         }
         &self.val
     }
@@ -423,7 +423,7 @@ impl<T> std::ops::DerefMut for Tracked<T> {
     #[inline]
     fn deref_mut(&mut self) -> &mut T {
         if self.on {
-            footprint::write(|| self.obj());
+            footprint::note(self.obj(), true);
         }
         &mut self.val
     }

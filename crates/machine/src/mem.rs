@@ -273,10 +273,7 @@ impl PhysMem {
     #[inline(always)]
     fn rec(&self, kind: u8, index: usize, write: bool) {
         if self.track {
-            match write {
-                true => footprint::write(|| Obj::new(kind, index)),
-                false => footprint::read(|| Obj::new(kind, index)),
-            }
+            footprint::note(Obj::new(kind, index), write);
         }
     }
 
