@@ -438,7 +438,12 @@ struct Scratch {
 
 /// `w` after the step of choice index `choice` into its enabled steps.
 fn replay_one(mut w: World, choice: u16, sc: &mut Scratch) -> World {
-    w.enabled(&mut sc.en);
+    // The base steps come first and cost no step to list: only a
+    // `Picked` choice needs the variants found (each pickable step run).
+    w.enabled_base(&mut sc.en);
+    if choice as usize >= sc.en.len() {
+        w.enabled(&mut sc.en);
+    }
     let (cpu, kind) = sc.en[choice as usize];
     sc.fx.clear();
     w.step(cpu, kind, &mut sc.fx);

@@ -1322,18 +1322,26 @@ impl World {
         out: &mut Vec<(CpuId, StepKind)>,
         mut trials: Option<&mut Vec<Option<World>>>,
     ) {
-        out.clear();
-        // Only configurations with sleeping tasks have timers to choose.
-        let any_asleep = self.tasks.iter().any(|t| t.state == TaskState::Sleeping);
-        for c in 0..self.cpus.len() as CpuId {
-            self.enabled_on(c, any_asleep, out);
-        }
+        self.enabled_base(out);
         if let Some(t) = trials.as_deref_mut() {
             t.clear();
             t.resize_with(out.len(), || None);
         }
         if !self.weak.is_empty() {
             self.enabled_picks(out, trials);
+        }
+    }
+
+    /// The first entries of [`World::enabled`]: every step but the
+    /// [`StepKind::Picked`] variants, which follow them there. Found
+    /// without running a step, so a path's choice below this list's length
+    /// is replayed without the cost of finding the variants.
+    pub fn enabled_base(&self, out: &mut Vec<(CpuId, StepKind)>) {
+        out.clear();
+        // Only configurations with sleeping tasks have timers to choose.
+        let any_asleep = self.tasks.iter().any(|t| t.state == TaskState::Sleeping);
+        for c in 0..self.cpus.len() as CpuId {
+            self.enabled_on(c, any_asleep, out);
         }
     }
 
