@@ -83,6 +83,12 @@ pub struct Bounds {
     /// default: recording the footprints costs more than the transitions
     /// it saves so far (docs/checker.md, "Partial-order reduction").
     pub reduction: bool,
+    /// Stop once the search has run this long (checked after each block
+    /// of states expanded): a check too large for the time it was given
+    /// ends `bounded` with what it reached ([`Outcome::frontier`]) instead
+    /// of running on blindly. The only bound whose verdict depends on the
+    /// machine's speed; `None`: no limit.
+    pub max_seconds: Option<f64>,
 }
 
 impl Default for Bounds {
@@ -91,6 +97,7 @@ impl Default for Bounds {
             max_depth: 400,
             max_states: 2_000_000,
             reduction: false,
+            max_seconds: None,
         }
     }
 }
@@ -107,8 +114,13 @@ pub struct Outcome {
     /// Numbered steps of the counterexample, the violation last.
     pub counterexample: Vec<String>,
     /// For a `bounded` verdict, the bound that stopped the search:
-    /// `max_depth` or `max_states` (`None` otherwise).
+    /// `max_depth`, `max_states` or `max_seconds` (`None` otherwise).
     pub bound: Option<&'static str>,
+    /// For a `bounded` verdict, the states reached but not all expanded:
+    /// the next level found so far and the current one from the block
+    /// under way (whose successors are partly recorded). The space holds
+    /// at least `states`, and this many were still to be expanded.
+    pub frontier: usize,
     /// The CPU groups the symmetry reduction used (empty: none).
     pub symmetry: Vec<Vec<CpuId>>,
 }
@@ -293,6 +305,7 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
         counterexample: cx,
         symmetry: groups.to_vec(),
         bound: None,
+        frontier: 0,
     };
     let mut d = 0;
     while !level.is_empty() {
@@ -304,7 +317,17 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
             break;
         }
         let mut next = Vec::new();
-        for block in level.chunks(CHUNK) {
+        for (b, block) in level.chunks(CHUNK).enumerate() {
+            if bounds
+                .max_seconds
+                .is_some_and(|s| t0.elapsed().as_secs_f64() >= s)
+            {
+                return Outcome {
+                    bound: Some("max_seconds"),
+                    frontier: level.len() - b * CHUNK + next.len(),
+                    ..done("bounded", transitions, depth, seen.len(), Vec::new())
+                };
+            }
             let succs = par_rebuild(init, &nodes, block, |node, w, sc| {
                 let how = sleep.how(node);
                 (node, successors(w, &keys, sc, how, bounds.reduction))
@@ -336,6 +359,7 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
                         let o = done("bounded", transitions, depth, seen.len(), Vec::new());
                         return Outcome {
                             bound: Some("max_states"),
+                            frontier: next.len() + level.len() - b * CHUNK,
                             ..o
                         };
                     }
@@ -349,6 +373,7 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
     let verdict = if bounded { "bounded" } else { "safe" };
     Outcome {
         bound: bounded.then_some("max_depth"),
+        frontier: if bounded { level.len() } else { 0 },
         ..done(verdict, transitions, depth, seen.len(), Vec::new())
     }
 }

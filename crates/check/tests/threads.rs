@@ -31,8 +31,9 @@ fn results_do_not_depend_on_the_thread_count() {
     check::set_threads(0);
 }
 
-/// `--max-states` and `--max-depth` give `bounded` with the bound named;
-/// a search that finishes names none.
+/// `--max-states`, `--max-seconds` and `--max-depth` give `bounded` with
+/// the bound named and states left to expand; a search that finishes
+/// names none and leaves none.
 #[test]
 fn a_bounded_verdict_names_its_bound() {
     let c = CATALOGUE
@@ -48,6 +49,18 @@ fn a_bounded_verdict_names_its_bound() {
         (o.verdict, o.bound, o.states),
         ("bounded", Some("max_states"), 10)
     );
+    // Some of the 10 were reached and not expanded: the space goes on.
+    assert!(o.frontier > 0 && o.frontier < 10, "{}", o.frontier);
+    // A time bound of 0 stops before the first block: only the root.
+    let by_time = Bounds {
+        max_seconds: Some(0.0),
+        ..Bounds::default()
+    };
+    let o = run_with(c, &[], by_time, true, None).unwrap();
+    assert_eq!(
+        (o.verdict, o.bound, o.states, o.frontier),
+        ("bounded", Some("max_seconds"), 1, 1)
+    );
     let by_depth = Bounds {
         max_depth: 3,
         ..Bounds::default()
@@ -57,6 +70,7 @@ fn a_bounded_verdict_names_its_bound() {
         (o.verdict, o.bound, o.depth),
         ("bounded", Some("max_depth"), 3)
     );
+    assert!(o.frontier > 0);
     let o = run_with(c, &[], Bounds::default(), true, None).unwrap();
-    assert_eq!((o.verdict, o.bound), ("safe", None));
+    assert_eq!((o.verdict, o.bound, o.frontier), ("safe", None, 0));
 }

@@ -20,6 +20,12 @@ pub struct Args {
     /// "bounded" unless a violation was found first).
     #[arg(long, default_value_t = 2_000_000)]
     max_states: usize,
+    /// Stop after this many seconds of search (the verdict is then
+    /// "bounded", with the states reached and those still to expand):
+    /// for a check whose size is unknown, instead of running blindly.
+    /// The only bound that depends on the machine's speed.
+    #[arg(long, value_name = "SECONDS")]
+    max_seconds: Option<f64>,
     /// Symmetry reduction over the check's interchangeable CPUs (where
     /// it declares some): `off` explores every renamed copy, to compare.
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
@@ -48,6 +54,7 @@ pub fn main(args: Args) -> Result<u8, Error> {
         set,
         max_depth,
         max_states,
+        max_seconds,
         symmetry,
         reduction,
         memory_model,
@@ -60,6 +67,11 @@ pub fn main(args: Args) -> Result<u8, Error> {
             "--max-depth {max_depth}, --max-states {max_states} (each at least 1)"
         )));
     }
+    if let Some(s) = max_seconds.filter(|s| !(s.is_finite() && *s > 0.0)) {
+        return Err(Error::Range(format!(
+            "--max-seconds {s} (a number of seconds above 0)"
+        )));
+    }
     super::set_checker_threads(threads)?;
     let model =
         kernel::hw::memory_model::MemoryModel::parse(&memory_model).map_err(Error::Config)?;
@@ -67,6 +79,7 @@ pub fn main(args: Args) -> Result<u8, Error> {
         max_depth,
         max_states,
         reduction: reduction == "on",
+        max_seconds,
     };
     let symmetry = symmetry == "on";
     if all {
@@ -95,9 +108,14 @@ pub fn main(args: Args) -> Result<u8, Error> {
             println!("  {l}");
         }
     } else {
+        let left = format!(", {} reached but not yet expanded", o.frontier);
         let verdict = match o.bound {
-            Some("max_states") => format!("bounded (--max-states {max_states} reached)"),
-            Some(_) => format!("bounded (--max-depth {max_depth} reached)"),
+            Some("max_states") => format!("bounded (--max-states {max_states} reached{left})"),
+            Some("max_seconds") => format!(
+                "bounded (--max-seconds {} reached{left})",
+                max_seconds.unwrap_or_default()
+            ),
+            Some(_) => format!("bounded (--max-depth {max_depth} reached{left})"),
             None => o.verdict.to_string(),
         };
         println!(
