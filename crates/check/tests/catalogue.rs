@@ -1,5 +1,5 @@
 //! The catalogue's verdicts, counterexample replay, minimality, mutations.
-use check::configs::{build, CATALOGUE};
+use check::configs::{build, run_with, CATALOGUE, LARGE};
 use check::{explore, Bounds};
 
 #[test]
@@ -81,4 +81,32 @@ fn invlpgb_skip_is_caught_only_with_a_global_asid() {
     assert!(trace.contains("INVLPGB+TLBSYNC mm1 (its global ASID): ASID invalidated"));
     let three = build(c, &["machine.cpus=3".into()]).unwrap();
     assert_eq!(explore(&three, Bounds::default()).verdict, "safe");
+}
+
+/// The large checks (run by name: `tlblab check NAME`) build, are named
+/// apart from the catalogue, and their first thousand states, with their
+/// symmetry, hold no violation (each is expected safe): a builder that
+/// broke or a scale variant that is not the protocol it names shows here
+/// rather than after minutes of search.
+#[test]
+fn the_large_checks_build_and_start_safe() {
+    for c in LARGE {
+        assert!(c.expect_safe, "{}", c.name);
+        assert!(
+            CATALOGUE.iter().all(|k| k.name != c.name),
+            "{} is also in the catalogue",
+            c.name
+        );
+        let b = Bounds {
+            max_states: 1000,
+            ..Bounds::default()
+        };
+        let o = run_with(c, &[], b, true, None).expect("builds");
+        assert_eq!(
+            (o.verdict, o.bound, o.states),
+            ("bounded", Some("max_states"), 1000),
+            "{}",
+            c.name
+        );
+    }
 }

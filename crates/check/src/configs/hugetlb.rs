@@ -29,3 +29,24 @@ pub(super) fn hugetlb_unshare(s: &Scenario) -> Result<World, Error> {
     w.spawn(b, 2, vec![touch, unmap, UserOp::Exit], true);
     Ok(w)
 }
+
+/// [`hugetlb_unshare`] with a second thread of the sharing process `a`
+/// on CPU 3, touching the shared PMD's page like CPU 1's (the scale
+/// variant: one more CPU the unshare must reach).
+pub(super) fn hugetlb_unshare_4cpu(s: &Scenario) -> Result<World, Error> {
+    let mut w = hugetlb_unshare(s)?;
+    if w.cpus.len() < 4 {
+        return Err(Error::Config(
+            "x86_hugetlb_unshare_seed_4cpu needs machine.cpus >= 4".into(),
+        ));
+    }
+    let a = (w.tasks.iter().find(|t| t.cpu == 1))
+        .expect("hugetlb_unshare spawns a thread of the sharing process on CPU 1")
+        .mm;
+    let touch = UserOp::Touch {
+        addr: P,
+        write: true,
+    };
+    w.spawn(a, 3, vec![touch, UserOp::Exit], true);
+    Ok(w)
+}

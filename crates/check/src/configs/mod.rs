@@ -25,7 +25,7 @@ use collapse::{
     collapse_vs_gup, collapse_vs_gup_global_asid, collapse_vs_pin, munmap_vs_gup, pageout_race,
     pt_reclaim_lazy, pt_reclaim_vs_gup,
 };
-use hugetlb::hugetlb_unshare;
+use hugetlb::{hugetlb_unshare, hugetlb_unshare_4cpu};
 use reclaim::kswapd_vs_reader;
 use riscv::defer_vs_switch;
 use vmalloc::vmalloc_vs_reader;
@@ -858,6 +858,60 @@ pub const LARGE: &[Config] = &[
         world: defer_vs_switch,
     },
 Config {
+    name: "x86_collapse_vs_gup_4cpu",
+    about: "scale (issue 33): khugepaged collapse against three GUP-fast walkers (4 CPUs, upstream)",
+    sets: &["machine.cpus=4"],
+    expect_safe: true,
+    sym: &[&[1, 2, 3]],
+    world: collapse_vs_gup,
+}, Config {
+    name: "arm64_collapse_targeted_4cpu",
+    about: "scale: arm64 collapse with the targeted table sync against three GUP-fast walkers (4 CPUs, Arm's model)",
+    sets: &["machine.arch=arm64", "machine.cpus=4", "mm.targeted_table_sync=true"],
+    expect_safe: true,
+    sym: &[&[1, 2, 3]],
+    world: collapse_vs_gup,
+}, Config {
+    name: "x86_hugetlb_unshare_seed_4cpu",
+    about: "scale: hugetlb PMD unshare with the seed's skip, a second thread of the sharing process on CPU 3 (4 CPUs)",
+    sets: &["mm.skip_redundant_table_sync=true", "machine.cpus=4"],
+    expect_safe: true,
+    sym: &[],
+    world: hugetlb_unshare_4cpu,
+}, Config {
+    name: "arm64_wp_reuse_4cpu",
+    about: "scale: arm64 seed (c) with four threads reading then writing the write-protected page (4 CPUs, Arm's model)",
+    sets: &[
+        "machine.arch=arm64",
+        "machine.cpus=4",
+        "arm64.wp_reuse_flush=local",
+        "arm64.spurious_fault_flush=local",
+    ],
+    expect_safe: true,
+    sym: &[&[0, 1, 2, 3]],
+    world: wp_reuse_race,
+}, Config {
+    name: "arm64_madvise_race_4cpu",
+    about: "scale: arm64 unmap (MADV_DONTNEED) against three reader threads (4 CPUs, Arm's model)",
+    sets: &["machine.arch=arm64", "machine.cpus=4"],
+    expect_safe: true,
+    sym: &[&[1, 2, 3]],
+    world: race_1w_3r,
+}, Config {
+    name: "riscv_madvise_race_4cpu",
+    about: "scale: RISC-V MADV_DONTNEED against three reader threads (4 harts, RVWMO)",
+    sets: &["machine.arch=riscv", "machine.cpus=4"],
+    expect_safe: true,
+    sym: &[&[1, 2, 3]],
+    world: race_1w_3r,
+}, Config {
+    name: "riscv_defer_vs_switch_4cpu",
+    about: "scale: RISC-V seed (d) with three harts each switching between a reader of the mm and another process (4 harts, RVWMO)",
+    sets: &["machine.arch=riscv", "machine.cpus=4", "riscv.defer_flush_to_context_switch=true"],
+    expect_safe: true,
+    sym: &[],
+    world: defer_vs_switch,
+}, Config {
     name: "x86_madvise_race_4cpu_2rounds",
     about: "x86_madvise_race_4cpu with two rounds of touch + madvise (millions of states; `tlblab speed --check`)",
     sets: &["machine.cpus=4"],
