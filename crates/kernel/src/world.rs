@@ -1524,7 +1524,14 @@ impl World {
             _ => self.step_kernel(cpu, kind, fx),
         }
         if !self.weak.is_empty() {
-            // (A clean-up as a function of the whole state: no footprint.)
+            // A clean-up as a function of the whole state: it reads every
+            // view and may fold any location's messages into memory. When
+            // it changes something, the step conflicts with every other
+            // (its outcome depends on all of them: the footprint audit
+            // found two steps of different CPUs whose orders gave
+            // different weak memories through it); else it adds nothing.
+            let recording = machine::footprint::recording();
+            let before = recording.then(|| self.weak.clone());
             machine::footprint::paused(|| {
                 let mut task_ctx = vec![false; self.cpus.len()];
                 for t in self.tasks.iter().filter(|t| t.state != TaskState::Exited) {
@@ -1532,6 +1539,10 @@ impl World {
                 }
                 self.weak.gc(&task_ctx)
             });
+            if before.is_some_and(|b| b != self.weak) {
+                use machine::footprint::{kind, Obj};
+                machine::footprint::write(|| Obj::new(kind::ALL, 0));
+            }
         }
     }
 

@@ -728,6 +728,7 @@ pub fn read_once(w: &mut World, cpu: CpuId, loc: Loc, fx: &mut Effects) -> u64 {
 fn read_weak(w: &mut World, cpu: CpuId, loc: Loc, fx: &mut Effects) -> u64 {
     let choices = w.weak.choices(cpu, loc);
     if choices.is_empty() {
+        w.weak.read_quiet(cpu);
         return load(w, cpu, loc, fx);
     }
     let k = if choices.len() > 1 {

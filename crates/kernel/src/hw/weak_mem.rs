@@ -155,6 +155,21 @@ impl WeakMem {
         wmm::read_at(&mut self.views[cpu as usize], &self.mem, &plain(id), t);
     }
 
+    /// `cpu` loads a location that has no message (it reads memory, the
+    /// location's only value, as of timestamp 0): its views rise as a load
+    /// of the newest message would raise them, to the load's floor. So a
+    /// load gives the same views whether or not the clean-up
+    /// ([`WeakMem::gc`]) already folded the location's last messages into
+    /// memory, and two loads of different CPUs commute (the footprint
+    /// audit, `crates/check/tests/footprint.rs`, found the difference).
+    pub fn read_quiet(&mut self, cpu: CpuId) {
+        footprint::write(|| Obj::new(kind::WEAK_VIEW, cpu as usize));
+        if let Some(tv) = self.views.get_mut(cpu as usize) {
+            let floor = wmm::read_floor(tv, &plain(0));
+            tv.vrd = tv.vrd.max(floor);
+        }
+    }
+
     /// `cpu` reads the newest message of `loc` (an atomic's read), if
     /// `loc` has messages.
     pub fn read_newest(&mut self, cpu: CpuId, loc: Loc) {

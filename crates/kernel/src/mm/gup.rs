@@ -294,12 +294,18 @@ pub const GUP_PIN_COUNTING_BIAS: u16 = 1024;
 /// A page the walk returns must still be the folio its entry named when
 /// read (invariant 1). Grabbing a freed folio and then backing out on the
 /// re-check is fine: that is how GUP-fast's speculative reference works.
-/// The reference `try_grab_folio_fast` took (FOLL_PIN: `refs` =
-/// `GUP_PIN_COUNTING_BIAS`, or 1 on a large folio) stays with the caller
-/// until it unpins (`unpin_user_pages`).
+/// So is the ABA the re-check cannot see and need not: the folio was
+/// freed and the same frame mapped again at `va` with an identical entry
+/// (arm64, whose broadcast TLBI does not wait for a walker with IRQs off:
+/// a zap, the free and a refault all fit in one walk), since the pin is
+/// then of the page `va` maps now. The reference `try_grab_folio_fast`
+/// took (FOLL_PIN: `refs` = `GUP_PIN_COUNTING_BIAS`, or 1 on a large
+/// folio) stays with the caller until it unpins (`unpin_user_pages`).
 #[allow(clippy::too_many_arguments)]
 fn completed(w: &mut World, cpu: CpuId, task: TaskId, va: u64, pfn: Pfn, gen: u32, refs: u16) {
-    if w.mem.gen(pfn) != gen || w.mem.usage(pfn) != FrameUse::Anon {
+    let mm = w.tasks[task as usize].mm;
+    let same_folio = w.mem.gen(pfn) == gen || maps_now(w, mm, va, pfn);
+    if !same_folio || w.mem.usage(pfn) != FrameUse::Anon {
         w.violation(
             1,
             cpu,
@@ -311,6 +317,22 @@ fn completed(w: &mut World, cpu: CpuId, task: TaskId, va: u64, pfn: Pfn, gen: u3
     w.mem.gup_get(pfn, refs);
     w.tasks[task as usize].pins.push((pfn, refs));
     w.counters.gup_pins += 1;
+}
+
+/// Does `mm`'s page table map `va` to frame `pfn` now (a huge PMD or a
+/// PTE)? Memory as it is, not as a walker may see it: the monitor's view.
+fn maps_now(w: &World, mm: crate::MmId, va: u64, pfn: Pfn) -> bool {
+    let Some((_, pmd)) = read_pmd(w, mm, va) else {
+        return false;
+    };
+    if !pte::present(pmd) {
+        return false;
+    }
+    if pte::huge(pmd) {
+        return pte::pfn(pmd) == pfn;
+    }
+    let e = w.mem.read(pte::pfn(pmd), table_index(va, 1)).unwrap_or(0);
+    pte::present(e) && pte::pfn(e) == pfn
 }
 
 /// mm/gup.c: `unpin_user_pages_dirty_lock` → `gup_put_folio` for each page
