@@ -79,6 +79,10 @@ pub const BUNDLED: &[(&str, &str)] = &[
         "madvise-pageout-read",
         include_str!("../../../scenarios/madvise-pageout-read.toml"),
     ),
+    (
+        "migrate-pages",
+        include_str!("../../../scenarios/migrate-pages.toml"),
+    ),
 ];
 
 /// Load a scenario from a file path, or a bundled one by name.

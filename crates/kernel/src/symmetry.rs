@@ -98,6 +98,7 @@ impl Renaming<'_> {
             Frame::FlushTlbMmRange(x) => x.info = x.info.map(|r| self.info_ref(r)),
             Frame::FlushTlbKernelRange(x) => x.info = x.info.map(|r| self.info_ref(r)),
             Frame::ShrinkFolioList(x) => x.ubc.arch = x.ubc.arch.permuted(self.cpu),
+            Frame::MigratePages(x) => x.ubc.arch = x.ubc.arch.permuted(self.cpu),
             Frame::ArchTlbbatchFlush(x) => {
                 x.info = x.info.map(|r| self.info_ref(r));
                 x.batch.cpumask = x.batch.cpumask.permuted(self.cpu);

@@ -111,6 +111,17 @@ pub enum UserOp {
         start: u64,
         len: u64,
     },
+    /// `migrate_pages(2)` as `migratepages PID FROM TO` calls it: move
+    /// `mm`'s folios in `[start, start + len)` on node `from` to node `to`
+    /// (`mm` may be another process's). On odd iterations of the
+    /// enclosing loop `from` and `to` swap: back and forth.
+    MigratePages {
+        mm: crate::MmId,
+        start: u64,
+        len: u64,
+        from: u8,
+        to: u8,
+    },
 }
 
 /// The same program with every `MADV_DONTNEED` turned into `MADV_PAGEOUT`
@@ -248,6 +259,22 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             use crate::mm::vmscan::{Isolate, ShrinkFolioList};
             let r = ShrinkFolioList::new(w, mm, start, start + len, Isolate::Cluster);
             call(w, t, || Frame::ShrinkFolioList(r))
+        }
+        UserOp::MigratePages {
+            mm,
+            start,
+            len,
+            from,
+            to,
+        } => {
+            let (from, to) = match w.tasks[t as usize].us.iter % 2 {
+                0 => (from, to),
+                _ => (to, from),
+            };
+            advance(w);
+            use crate::mm::migrate::MigratePages;
+            let m = MigratePages::new(w, mm, start, start + len, from, to);
+            call(w, t, || Frame::MigratePages(m))
         }
         UserOp::Munmap { start, len } => {
             advance(w);

@@ -116,6 +116,8 @@ pub enum Frame {
     MadvisePageout(crate::mm::vmscan::MadvisePageout),
     /// Reclaim: `shrink_folio_list` over isolated folios (`MADV_PAGEOUT`, kswapd).
     ShrinkFolioList(crate::mm::vmscan::ShrinkFolioList),
+    /// Page migration: `migrate_pages` → `migrate_pages_batch`.
+    MigratePages(crate::mm::migrate::MigratePages),
 }
 
 /// What a frame's step asks the CPU loop to do next.
@@ -159,6 +161,7 @@ impl Frame {
             Frame::TlbRemoveTableOne(f) => f.step(w, cpu, task, fx),
             Frame::MadvisePageout(f) => f.step(w, cpu, task, fx),
             Frame::ShrinkFolioList(f) => f.step(w, cpu, task, fx),
+            Frame::MigratePages(f) => f.step(w, cpu, task, fx),
         }
     }
 
@@ -652,6 +655,12 @@ pub struct Counters {
     /// (`set_tlb_ubc_flush_pending`) / flushed on the spot (`ptep_clear_flush`).
     pub tlb_ubc_pending: u64,
     pub ptep_clear_flush: u64,
+    /// Page migration (`/proc/vmstat`): folios migrated (`pgmigrate_success`)
+    /// and not (`pgmigrate_fail`: pinned); faults that slept in
+    /// `migration_entry_wait`.
+    pub pgmigrate_success: u64,
+    pub pgmigrate_fail: u64,
+    pub migration_entry_wait: u64,
 }
 
 impl PartialEq for Counters {

@@ -186,6 +186,13 @@ costs! {
     /// `do_swap_page` of a folio in a synchronous swap device: allocate,
     /// decompress 4 KiB, add to the swap cache, map it.
     SwapInPage = "swap_in_page",
+    /// One folio through `migrate_pages_batch` besides its copy and its TLB
+    /// flushes: isolate, lock, allocate the target folio on the target
+    /// node, the rmap walks of the unmap and of `remove_migration_ptes`,
+    /// the mapping move, the old folio freed.
+    MigrateFolio = "migrate_folio",
+    /// `folio_copy` of one 4 KiB folio to another NUMA node.
+    MigrateCopyPage = "migrate_copy_page",
 }
 
 /// One priced entry.

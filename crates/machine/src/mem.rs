@@ -29,6 +29,11 @@ pub mod pte {
     /// A non-present PTE holding a swap entry (`is_swap_pte`); the model
     /// keeps no swap offset, the page's contents are not tracked.
     pub const SWP_ENTRY: u64 = 1 << 10;
+    /// A non-present PTE holding a migration entry (`is_migration_entry`):
+    /// the frame being migrated in the PFN field, the old PTE's
+    /// `WRITE`/`ACCESSED`/`DIRTY` bits kept (writable, young and dirty
+    /// migration entries) and `SWAPCACHE` (the swap cache moves with the folio).
+    pub const MIGRATION: u64 = 1 << 11;
     const PFN_SHIFT: u32 = 12;
 
     /// Build an entry pointing at `pfn` with `flags`.
@@ -50,6 +55,22 @@ pub mod pte {
     /// `is_swap_pte`: not present, a swap entry.
     pub fn is_swap(e: u64) -> bool {
         !present(e) && e & SWP_ENTRY != 0
+    }
+    /// `is_migration_entry`: not present, a migration entry.
+    pub fn is_migration(e: u64) -> bool {
+        !present(e) && e & MIGRATION != 0
+    }
+    /// mm/rmap.c `try_to_migrate_one`: the migration entry replacing the
+    /// present PTE `e` (`make_{writable,readable}_migration_entry`, with
+    /// `make_migration_entry_young`/`_dirty`).
+    pub fn make_migration(e: u64) -> u64 {
+        (e & !PRESENT) | MIGRATION
+    }
+    /// mm/migrate.c `remove_migration_pte`: the present PTE mapping `new`
+    /// in place of migration entry `e`, with its write, young and dirty
+    /// bits (and `SWAPCACHE`).
+    pub fn from_migration(e: u64, new: super::Pfn) -> u64 {
+        make(new, e & (WRITE | USER | ACCESSED | DIRTY | SWAPCACHE))
     }
 }
 
@@ -167,6 +188,10 @@ pub struct PhysMem {
     /// hands frames out again last freed first.
     free_head: Pfn,
     tables: Vec<Option<Arc<Table>>>,
+    /// Each frame's NUMA node (`folio_nid`): the node it was last
+    /// allocated on. The free list is one list, not one per node: any
+    /// free frame can be handed out on any node.
+    nodes: Vec<u8>,
     limit: u32,
     in_use: u32,
     /// Zeroed page-table pages to hand out again instead of allocating and
@@ -189,6 +214,7 @@ impl Clone for PhysMem {
             gens: self.gens.clone(),
             free_head: self.free_head,
             tables: self.tables.clone(),
+            nodes: self.nodes.clone(),
             limit: self.limit,
             in_use: self.in_use,
             spare: Vec::new(),
@@ -205,9 +231,18 @@ impl PartialEq for PhysMem {
             &self.gens,
             self.free_head,
             &self.tables,
+            &self.nodes,
             self.limit,
             self.in_use,
-        ) == (&o.meta, &o.gens, o.free_head, &o.tables, o.limit, o.in_use)
+        ) == (
+            &o.meta,
+            &o.gens,
+            o.free_head,
+            &o.tables,
+            &o.nodes,
+            o.limit,
+            o.in_use,
+        )
     }
 }
 impl Eq for PhysMem {}
@@ -217,14 +252,17 @@ impl Eq for PhysMem {}
 impl Hash for PhysMem {
     fn hash<H: Hasher>(&self, h: &mut H) {
         h.write_usize(self.meta.len());
-        for ((m, &gen), t) in self.meta.iter().zip(&self.gens).zip(&self.tables) {
+        let frames = self.meta.iter().zip(&self.gens).zip(&self.tables);
+        for (((m, &gen), t), &node) in frames.zip(&self.nodes) {
             let usage = match m.usage {
                 FrameUse::Free => 0,
                 FrameUse::Anon => 1,
                 FrameUse::Table(level) => 2 | u64::from(level) << 2,
                 FrameUse::Deposited => 3,
             };
-            h.write_u64(u64::from(gen) | usage << 32 | u64::from(m.refs) << 48);
+            // The node in bits 40-47: 0 on one-node machines (the hash as before).
+            let node = u64::from(node) << 40;
+            h.write_u64(u64::from(gen) | usage << 32 | node | u64::from(m.refs) << 48);
             // A table's digest is a wrapping sum, 0 when empty: mark presence.
             let digest = |t: &Table| match self.defer_digests {
                 false => t.digest,
@@ -250,6 +288,7 @@ impl PhysMem {
             gens: vec![0],
             free_head: 0,
             tables: vec![None],
+            nodes: vec![0],
             limit,
             in_use: 0,
             spare: Vec::new(),
@@ -277,9 +316,15 @@ impl PhysMem {
         }
     }
 
-    /// Allocate a frame for `usage` (`alloc_page`, `pte_alloc_one`, ...).
-    /// Page-table pages come zeroed.
+    /// Allocate a frame for `usage` (`alloc_page`, `pte_alloc_one`, ...)
+    /// on node 0. Page-table pages come zeroed.
     pub fn alloc(&mut self, usage: FrameUse) -> Result<Pfn, Error> {
+        self.alloc_node(usage, 0)
+    }
+
+    /// Allocate a frame for `usage` on NUMA node `node` (`alloc_pages_node`,
+    /// `__folio_alloc(.., nid, ..)`).
+    pub fn alloc_node(&mut self, usage: FrameUse, node: u8) -> Result<Pfn, Error> {
         self.rec(kind::FRAME_ALLOC, 0, true);
         let pfn = match self.free_head {
             0 => {
@@ -290,6 +335,7 @@ impl PhysMem {
                 self.meta.push(FrameMeta::free(0));
                 self.gens.push(0);
                 self.tables.push(None);
+                self.nodes.push(0);
                 p
             }
             p => {
@@ -302,6 +348,7 @@ impl PhysMem {
             refs: 1,
             gup: 0,
         };
+        self.nodes[pfn as usize] = node;
         self.rec(kind::FRAME, pfn as usize, true);
         if let FrameUse::Table(_) = usage {
             let t = self.spare.pop().unwrap_or_else(Table::new);
@@ -423,6 +470,12 @@ impl PhysMem {
     pub fn gen(&self, pfn: Pfn) -> u32 {
         self.rec(kind::FRAME, pfn as usize, false);
         self.gens[pfn as usize]
+    }
+
+    /// `folio_nid`: the frame's NUMA node.
+    pub fn node(&self, pfn: Pfn) -> u8 {
+        self.rec(kind::FRAME, pfn as usize, false);
+        self.nodes[pfn as usize]
     }
 
     pub fn usage(&self, pfn: Pfn) -> FrameUse {

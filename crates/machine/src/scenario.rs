@@ -164,7 +164,9 @@ pub struct MachineCfg {
     pub migrate_pct: u32,
     /// The scheduling-domain topology the fair class places tasks on
     /// (`crate::topology`): `auto` (the architecture's bundled profile's
-    /// machine), `flat`, `sg2042`, `neoverse_n2`, `icelake_2s`.
+    /// machine), `flat`, `sg2042`, `neoverse_n2`, `icelake_2s`, `two_nodes`.
+    /// It also gives the NUMA nodes (`cpu_to_node`; a frame's node is the
+    /// one it was allocated on).
     pub topology: crate::topology::TopologyKind,
     /// The measurement window, as `perf record -a` after a warm-up would
     /// take it: it opens `measure_from_us` into the run and the run stops
@@ -297,6 +299,14 @@ pub struct InjectCfg {
     /// without `arch_tlbbatch_flush`: the folios are freed while other
     /// CPUs may still hold translations of them.
     pub skip_try_to_unmap_flush: bool,
+    /// `migrate_pages_batch` moves its folios (copy, `remove_migration_ptes`,
+    /// the old folio freed) before `try_to_unmap_flush`: an old frame is
+    /// freed while another CPU may still hold a translation of it.
+    pub migrate_move_before_flush: bool,
+    /// `__folio_migrate_mapping` skips its `folio_ref_freeze` against the
+    /// expected count: a folio a GUP pin holds is migrated and freed (the
+    /// pinner's later writes go to a freed frame).
+    pub migrate_skip_refcount_check: bool,
 }
 
 /// Generic mm switches.
@@ -633,6 +643,12 @@ impl Scenario {
                 self.machine.arch.name()
             )));
         }
+        if self.inject.migrate_move_before_flush && !self.batched_unmap() {
+            return Err(Error::Config(format!(
+                "inject.migrate_move_before_flush needs {}.batched_unmap = true (nothing is batched without it)",
+                self.machine.arch.name()
+            )));
+        }
         if self.inject.gup_fast_publish_late && !self.mm.targeted_table_sync {
             return Err(Error::Config(
                 "inject.gup_fast_publish_late needs mm.targeted_table_sync=true (nothing is published without it)".into(),
@@ -790,6 +806,16 @@ impl Scenario {
                 "inject.skip_try_to_unmap_flush",
                 "true | false",
                 "BUG: reclaim frees folios without arch_tlbbatch_flush of their batched unmaps",
+            ),
+            (
+                "inject.migrate_move_before_flush",
+                "true | false",
+                "BUG: migrate_pages_batch moves (and frees the old folios) before try_to_unmap_flush",
+            ),
+            (
+                "inject.migrate_skip_refcount_check",
+                "true | false",
+                "BUG: page migration moves a folio a GUP pin still holds",
             ),
             (
                 "inject.asid_fastpath_blind_store",

@@ -59,6 +59,10 @@ pub enum TopologyKind {
     NeoverseN2,
     /// Two-socket Ice Lake-SP: 2 × 32 cores × 2 SMT threads, one LLC and one node per socket.
     Icelake2s,
+    /// Two NUMA nodes of half the CPUs each (the first one the larger),
+    /// each one LLC: a generic two-socket machine at any size, for small
+    /// runs and checks of NUMA paths (page migration).
+    TwoNodes,
 }
 
 /// One level of the hierarchy (one `struct sched_domain` per CPU).
@@ -102,6 +106,13 @@ impl Topology {
             TopologyKind::Sg2042 => SG2042,
             TopologyKind::NeoverseN2 => NEOVERSE_N2,
             TopologyKind::Icelake2s => ICELAKE_2S,
+            TopologyKind::TwoNodes => {
+                let half = nr_cpus.div_ceil(2);
+                return Topology::from_levels(
+                    nr_cpus,
+                    &[("MC", half, SD_SHARE_LLC), ("NUMA", nr_cpus, SD_NUMA)],
+                );
+            }
         };
         Topology::from_levels(nr_cpus, template)
     }
@@ -204,6 +215,28 @@ impl Topology {
             .collect()
     }
 
+    /// CPUs per NUMA node: the span of the level below the first `SD_NUMA`
+    /// level (`sched_init_numa` builds the NUMA levels over the nodes), or
+    /// every CPU when no NUMA level is left (one node). Nodes are
+    /// contiguous blocks of CPUs, as every level's domains are here.
+    pub fn node_span(&self) -> u32 {
+        match self.levels.iter().position(|l| l.flags & SD_NUMA != 0) {
+            Some(0) => 1,
+            Some(i) => self.levels[i - 1].span,
+            None => self.nr_cpus.max(1),
+        }
+    }
+
+    /// `nr_node_ids` (every node has CPUs in the model).
+    pub fn nr_nodes(&self) -> u32 {
+        self.nr_cpus.max(1).div_ceil(self.node_span())
+    }
+
+    /// include/linux/topology.h: `cpu_to_node`.
+    pub fn cpu_to_node(&self, cpu: u32) -> u32 {
+        cpu / self.node_span()
+    }
+
     /// `per_cpu(sd_llc)`: the highest level sharing the last-level cache.
     pub fn llc_level(&self) -> Option<usize> {
         self.levels
@@ -291,5 +324,23 @@ mod tests {
         let t = Topology::build(TopologyKind::Auto, Arch::Arm64, 128);
         assert_eq!(t.levels.len(), 1);
         assert_eq!(t.llc_level(), Some(0));
+    }
+
+    /// NUMA nodes: the span below the first NUMA level; none left, one node.
+    #[test]
+    fn numa_nodes_per_topology() {
+        let nodes = |k, arch, n| {
+            let t = Topology::build(k, arch, n);
+            (t.nr_nodes(), t.node_span(), t.cpu_to_node(n - 1))
+        };
+        assert_eq!(nodes(TopologyKind::Auto, Arch::X86, 128), (2, 64, 1));
+        assert_eq!(nodes(TopologyKind::Auto, Arch::X86, 72), (2, 64, 1));
+        assert_eq!(nodes(TopologyKind::Auto, Arch::X86, 64), (1, 64, 0));
+        assert_eq!(nodes(TopologyKind::Auto, Arch::Riscv, 64), (4, 16, 3));
+        assert_eq!(nodes(TopologyKind::Auto, Arch::Riscv, 8), (1, 8, 0));
+        assert_eq!(nodes(TopologyKind::Auto, Arch::Arm64, 128), (1, 128, 0));
+        assert_eq!(nodes(TopologyKind::TwoNodes, Arch::Arm64, 8), (2, 4, 1));
+        assert_eq!(nodes(TopologyKind::TwoNodes, Arch::X86, 2), (2, 1, 1));
+        assert_eq!(nodes(TopologyKind::TwoNodes, Arch::X86, 1), (1, 1, 0));
     }
 }

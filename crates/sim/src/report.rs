@@ -403,6 +403,18 @@ fn arch_counters(sim: &Sim) -> BTreeMap<String, u64> {
             arch.insert(k.into(), v);
         }
     }
+    if c.pgmigrate_success + c.pgmigrate_fail > 0 {
+        // Page migration ran: reports without it stay as they were.
+        for (k, v) in [
+            ("pgmigrate_success", c.pgmigrate_success),
+            ("pgmigrate_fail", c.pgmigrate_fail),
+            ("migration_entry_wait", c.migration_entry_wait),
+            ("tlb_ubc_pending", c.tlb_ubc_pending),
+            ("ptep_clear_flush", c.ptep_clear_flush),
+        ] {
+            arch.insert(k.into(), v);
+        }
+    }
     if c.table_sync_targeted > 0 {
         // Seed (b) step 2 only: reports without it stay as they were.
         arch.insert("table_sync_targeted".into(), c.table_sync_targeted);

@@ -12,6 +12,7 @@ pub mod defer_race;
 pub mod hugetlb;
 pub mod khugepaged;
 pub mod madvise_dontneed;
+pub mod migrate;
 pub mod mmapstress;
 pub mod reclaim;
 pub mod rt_latency;
@@ -54,6 +55,7 @@ pub fn catalogue() -> Vec<WorkloadInfo> {
         rt_latency::RT_FLUSH_RACE,
         reclaim::KSWAPD,
         reclaim::PAGEOUT_READ,
+        migrate::MIGRATE_PAGES,
     ]
 }
 
@@ -97,6 +99,11 @@ const DEFAULTS: &[(&str, &str, &str)] = &[
         "madvise_pageout_read",
         "madvise-pageout-read",
         include_str!("../../../scenarios/madvise-pageout-read.toml"),
+    ),
+    (
+        "migrate_pages",
+        "migrate-pages",
+        include_str!("../../../scenarios/migrate-pages.toml"),
     ),
     (
         "madvise_race",

@@ -22,6 +22,9 @@ pub struct PageFault {
     pub release: Option<Pfn>,
     /// The lock the fault holds.
     pub lock: FaultLock,
+    /// Asleep in `migration_entry_wait` until the PTE at `va` no longer
+    /// holds a migration entry.
+    pub migration_wait: bool,
 }
 
 /// Which lock a fault runs under (arch fault handlers: per-VMA lock first).
@@ -45,14 +48,18 @@ impl PageFault {
             write,
             release: None,
             lock: FaultLock::None,
+            migration_wait: false,
         }
     }
 
     /// Can the fault go on: a fault that fell back to `mmap_read_lock`
     /// sleeps while a writer holds it; any other can run.
     pub fn can_run(&self, w: &World, task: TaskId) -> bool {
-        self.lock != FaultLock::WaitMmapRead
-            || crate::mm::mmap_lock::mmap_read_lock_free(w, w.tasks[task as usize].mm)
+        let mm = w.tasks[task as usize].mm;
+        if self.migration_wait {
+            return !under_migration(w, mm, self.va);
+        }
+        self.lock != FaultLock::WaitMmapRead || crate::mm::mmap_lock::mmap_read_lock_free(w, mm)
     }
 
     /// arch/x86/mm/fault.c `do_user_addr_fault` (arm64 `do_page_fault`,
@@ -61,6 +68,11 @@ impl PageFault {
     /// fault is handled.
     pub fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
         let mm = w.tasks[task as usize].mm;
+        if std::mem::take(&mut self.migration_wait) {
+            // Woken: the fault returns 0 and the access is retried.
+            self.unlock(w, mm, fx);
+            return Flow::Return;
+        }
         if self.lock == FaultLock::None {
             self.lock = match crate::mm::mmap_lock::lock_vma_under_rcu(w, mm, self.va, fx) {
                 Some(start) => {
@@ -89,6 +101,10 @@ impl PageFault {
             Handled::Segv => {
                 self.unlock(w, mm, fx);
                 Flow::Yield
+            }
+            Handled::MigrationWait => {
+                self.migration_wait = true;
+                Flow::Block
             }
             Handled::Flush(flow) => {
                 let exited = w.tasks[task as usize].state == crate::world::TaskState::Exited;
@@ -181,6 +197,7 @@ impl PageFault {
         match table {
             Ok(table) => match handle_pte_fault(w, cpu, task, mm, table, self.va, self.write, fx) {
                 Fault::Done => Handled::Done,
+                Fault::MigrationWait => Handled::MigrationWait,
                 Fault::Flush(flow, old) => {
                     self.release = Some(old);
                     Handled::Flush(flow)
@@ -202,6 +219,8 @@ enum Handled {
     Done,
     /// SIGSEGV: the task is gone.
     Segv,
+    /// `migration_entry_wait`: asleep until the migration ends.
+    MigrationWait,
     /// `wp_page_copy`'s flush to run; the fault then releases the old page.
     Flush(Flow),
 }
@@ -209,6 +228,8 @@ enum Handled {
 /// What `handle_pte_fault` left to do.
 enum Fault {
     Done,
+    /// A migration entry: wait for the migration to end, then retry.
+    MigrationWait,
     /// A flush is in progress (`flow`); release this page once it is done.
     Flush(Flow, Pfn),
 }
@@ -230,6 +251,13 @@ pub fn pte_alloc_walk(w: &mut World, mm: MmId, va: u64) -> Result<Pfn, machine::
         };
     }
     Ok(table)
+}
+
+/// Does the PTE of `va` in `mm` hold a migration entry (a fault on it
+/// sleeps in `migration_entry_wait`)?
+pub fn under_migration(w: &World, mm: MmId, va: u64) -> bool {
+    let e = pte_table(w, mm, va).and_then(|t| w.mem.read(t, table_index(va, 1)));
+    e.is_some_and(pte::is_migration)
 }
 
 /// Walk `mm`'s tables for `va` without allocating; the PTE table if present.
@@ -265,8 +293,13 @@ fn handle_pte_fault(
         do_swap_page(w, table, va, write, fx);
         return Fault::Done;
     }
+    if pte::is_migration(e) {
+        // do_swap_page → is_migration_entry → migration_entry_wait.
+        w.counters.migration_entry_wait += 1;
+        return Fault::MigrationWait;
+    }
     if !pte::present(e) {
-        do_anonymous_page(w, table, va, fx);
+        do_anonymous_page(w, cpu, table, va, fx);
         return Fault::Done;
     }
     if !write || pte::writable(e) {
@@ -499,9 +532,12 @@ fn do_fault_around(
 }
 
 /// mm/memory.c: `do_anonymous_page`: allocate and zero a page, map it writable.
-fn do_anonymous_page(w: &mut World, table: Pfn, va: u64, fx: &mut Effects) {
+/// The folio comes from the faulting CPU's node (`alloc_pages` under the
+/// default local policy).
+fn do_anonymous_page(w: &mut World, cpu: CpuId, table: Pfn, va: u64, fx: &mut Effects) {
     fx.cost(Cost::DoAnonymousPage, 1);
-    match w.mem.alloc(FrameUse::Anon) {
+    let node = w.cfg.topology.cpu_to_node(cpu as u32) as u8;
+    match w.mem.alloc_node(FrameUse::Anon, node) {
         Ok(pfn) => {
             w.mem.write(
                 table,
@@ -622,8 +658,9 @@ pub fn zap_pte_range(
             }
             tlb.remove_page(pte::pfn(e), va);
             cleared += 1;
-        } else if pte::is_swap(e) {
-            // zap_nonpresent_ptes → free_swap_and_cache.
+        } else if pte::is_swap(e) || pte::is_migration(e) {
+            // zap_nonpresent_ptes → free_swap_and_cache; a migration
+            // entry's folio stays with the migration, which frees it.
             w.mem.write(table, idx, 0);
         }
         va += PAGE_SIZE;

@@ -4,6 +4,7 @@ pub mod gup;
 pub mod khugepaged;
 pub mod madvise;
 pub mod memory;
+pub mod migrate;
 pub mod mmap;
 pub mod mmap_lock;
 pub mod mmu_gather;

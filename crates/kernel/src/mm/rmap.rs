@@ -93,12 +93,50 @@ pub fn try_to_unmap_one(
     pfn: Pfn,
     fx: &mut Effects,
 ) -> (u64, Option<Flow>) {
+    // The swap entry: `swp_entry_to_pte(make_..._entry)` (anonymous folios).
+    let at = (mm, table, idx, va, pfn);
+    nuke_pte(w, cpu, ubc, at, |_| pte::SWP_ENTRY, fx)
+}
+
+/// mm/rmap.c: `try_to_migrate_one` (`TTU_BATCH_FLUSH` from
+/// `migrate_pages_batch`) for the one PTE (`table[idx]`, at `va`) that
+/// maps `pfn`: replace it with a migration entry
+/// (`make_{writable,readable}_migration_entry` of `pfn`, young and dirty
+/// kept), then batch the flush or `ptep_clear_flush`, as
+/// [`try_to_unmap_one`] (read in torvalds/linux `0003e2a4`, mm/rmap.c).
+#[allow(clippy::too_many_arguments)]
+pub fn try_to_migrate_one(
+    w: &mut World,
+    cpu: CpuId,
+    ubc: &mut TlbflushUnmapBatch,
+    mm: MmId,
+    table: Pfn,
+    idx: usize,
+    va: u64,
+    pfn: Pfn,
+    fx: &mut Effects,
+) -> (u64, Option<Flow>) {
+    let at = (mm, table, idx, va, pfn);
+    nuke_pte(w, cpu, ubc, at, pte::make_migration, fx)
+}
+
+/// The part `try_to_unmap_one` and `try_to_migrate_one` share: "Nuke the
+/// page table entry" (`ptep_get_and_clear` + `set_tlb_ubc_flush_pending`
+/// when `should_defer_flush`, else `ptep_clear_flush`), then
+/// `set_pte_at(.., entry(old))`. `at` = (mm, table, idx, va, pfn).
+fn nuke_pte(
+    w: &mut World,
+    cpu: CpuId,
+    ubc: &mut TlbflushUnmapBatch,
+    (mm, table, idx, va, pfn): (MmId, Pfn, usize, u64, Pfn),
+    entry: impl Fn(u64) -> u64,
+    fx: &mut Effects,
+) -> (u64, Option<Flow>) {
     let e = w.mem.read(table, idx).unwrap_or(0);
     if !pte::present(e) || pte::pfn(e) != pfn {
         return (0, None);
     }
-    // The swap entry: `swp_entry_to_pte(make_..._entry)` (anonymous folios).
-    w.mem.write(table, idx, pte::SWP_ENTRY);
+    w.mem.write(table, idx, entry(e));
     if should_defer_flush(w, cpu, mm) {
         // ptep_get_and_clear + set_tlb_ubc_flush_pending.
         set_tlb_ubc_flush_pending(w, cpu, ubc, mm, e, va, fx);
