@@ -5,8 +5,9 @@
 //! madvise and munmap races, also run on arm64 and RISC-V, the preempted
 //! flush, switching back to the mm), `collapse` (page-table pages freed
 //! under GUP-fast: collapse, PT_RECLAIM, munmap, pageout), `hugetlb`,
-//! `vmalloc`, `arm64` (write-protect reuse, ASID rollover) and `riscv`
-//! (the deferred flush against a context switch).
+//! `vmalloc`, `arm64` (write-protect reuse, ASID rollover), `riscv`
+//! (the deferred flush against a context switch), `reclaim` and `migrate`
+//! (batched unmap flushes).
 
 use kernel::hw::memory_model::MemoryModel;
 use kernel::World;
@@ -15,6 +16,7 @@ use machine::{CpuId, Error, Scenario};
 mod arm64;
 mod collapse;
 mod hugetlb;
+mod migrate;
 mod reclaim;
 mod riscv;
 mod vmalloc;
@@ -26,6 +28,7 @@ use collapse::{
     pt_reclaim_lazy, pt_reclaim_vs_gup,
 };
 use hugetlb::{hugetlb_unshare, hugetlb_unshare_4cpu};
+use migrate::migrate_vs_gup;
 use reclaim::kswapd_vs_reader;
 use riscv::defer_vs_switch;
 use vmalloc::vmalloc_vs_reader;
@@ -805,6 +808,67 @@ pub const CATALOGUE: &[Config] = &[
         expect_safe: false,
         sym: &[],
         world: kswapd_vs_reader,
+    },
+    // Page migration against GUP-fast and an access (configs/migrate.rs).
+    Config {
+        name: "x86_migrate_vs_gup",
+        about: "migrate_pages moves a page a thread has cached and pins with GUP-fast: migration entry, batched flush (try_to_unmap_flush), refcount check, copy, PTE to the new frame (2 CPUs, 2 nodes)",
+        sets: &["machine.topology=two_nodes"],
+        expect_safe: true,
+        sym: &[],
+        world: migrate_vs_gup,
+    },
+    Config {
+        name: "x86_migrate_vs_gup_unbatched",
+        about: "the same before x86's batched-unmap series: ptep_clear_flush per page",
+        sets: &["machine.topology=two_nodes", "x86.batched_unmap=false"],
+        expect_safe: true,
+        sym: &[],
+        world: migrate_vs_gup,
+    },
+    Config {
+        name: "arm64_migrate_vs_gup",
+        about: "arm64: TLBI VALE1IS at the unmap, one DSB ISH at try_to_unmap_flush, before the move",
+        sets: &["machine.arch=arm64", "machine.topology=two_nodes"],
+        expect_safe: true,
+        sym: &[],
+        world: migrate_vs_gup,
+    },
+    Config {
+        name: "riscv_migrate_vs_gup",
+        about: "RISC-V: mm_cpumask batch, FLUSH_TLB_NO_ASID flush by IPI before the move",
+        sets: &["machine.arch=riscv", "machine.topology=two_nodes"],
+        expect_safe: true,
+        sym: &[],
+        world: migrate_vs_gup,
+    },
+    Config {
+        name: "bug_migrate_move_before_flush",
+        about: "migrate_pages_batch moves (copies, frees the old frame) before try_to_unmap_flush: the writer's TLB still maps the freed frame",
+        sets: &["machine.topology=two_nodes", "inject.migrate_move_before_flush=true"],
+        expect_safe: false,
+        sym: &[],
+        world: migrate_vs_gup,
+    },
+    Config {
+        name: "bug_arm64_migrate_move_before_flush",
+        about: "arm64: the move before the DSB ISH: the TLBI still in flight when the old frame is freed",
+        sets: &[
+            "machine.arch=arm64",
+            "machine.topology=two_nodes",
+            "inject.migrate_move_before_flush=true",
+        ],
+        expect_safe: false,
+        sym: &[],
+        world: migrate_vs_gup,
+    },
+    Config {
+        name: "bug_migrate_skip_refcount_check",
+        about: "__folio_migrate_mapping without folio_ref_freeze: a page GUP-fast pinned is copied and freed (I9)",
+        sets: &["machine.topology=two_nodes", "inject.migrate_skip_refcount_check=true"],
+        expect_safe: false,
+        sym: &[],
+        world: migrate_vs_gup,
     },
     Config {
         name: "x86_table_sync_rcu_vs_gup",
