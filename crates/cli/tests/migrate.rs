@@ -105,7 +105,10 @@ fn bundled_scenario_runs_without_settings() {
     assert_eq!(r.arch["pgmigrate_success"], pages * calls);
     assert_eq!(total(&r, "TLB"), threads * calls);
     assert_eq!(r.page_faults, r.arch["migration_entry_wait"]);
-    assert!(r.arch["migration_entry_wait"] > 0, "the writers met migrations");
+    assert!(
+        r.arch["migration_entry_wait"] > 0,
+        "the writers met migrations"
+    );
     let r = run(&scenario("migrate-pages", &["x86.batched_unmap=false"]));
     assert_eq!(total(&r, "TLB"), threads * pages * calls);
 }
@@ -141,7 +144,10 @@ fn refusals_are_one_line() {
 fn moving_before_the_flush_is_caught_in_a_run() {
     let s = scenario(
         "migrate-pages",
-        &["inject.migrate_move_before_flush=true", "workload.iterations=20"],
+        &[
+            "inject.migrate_move_before_flush=true",
+            "workload.iterations=20",
+        ],
     );
     let r = run(&s);
     assert!(

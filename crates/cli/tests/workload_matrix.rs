@@ -19,6 +19,9 @@ const REFUSED: &[(&str, &str, &str)] = &[
     // preempted vCPU inside GUP-fast, which only the x86 guest model has.
     ("collapse_race", "arm64", "x86"),
     ("collapse_race", "riscv", "x86"),
+    // Page migration needs two NUMA nodes; the Neoverse N2 topology has
+    // one (`machine.topology = two_nodes` gives it two).
+    ("migrate_pages", "arm64", "two_nodes"),
 ];
 
 fn with(workload: &str, sets: &[&str]) -> Scenario {

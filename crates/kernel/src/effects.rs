@@ -76,6 +76,13 @@ pub enum Label {
         n: u32,
         first: Pfn,
     },
+    /// `migrate_folio_move`: `old`'s contents copied to `new`, the PTE at
+    /// `va` restored to `new`, `old` freed.
+    MigrateFolioMove {
+        va: u64,
+        old: Pfn,
+        new: Pfn,
+    },
     FreeTable {
         pfn: Pfn,
     },
@@ -343,6 +350,10 @@ impl fmt::Display for Label {
             Label::FreePages { n, first } => write!(
                 f,
                 "tlb_flush_mmu_free: {n} pages freed (first frame {first})"
+            ),
+            Label::MigrateFolioMove { va, old, new } => write!(
+                f,
+                "migrate_folio_move {va:#x}: frame {old} copied to {new}, remove_migration_ptes, frame {old} freed"
             ),
             Label::FreeTable { pfn } => write!(f, "free page-table page frame {pfn}"),
             Label::IncMmTlbGen { mm, gen } => {

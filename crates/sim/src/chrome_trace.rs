@@ -285,6 +285,7 @@ fn kernel_name(l: &Label) -> &'static str {
         Label::SpuriousFault { .. } => "flush_tlb_fix_spurious_fault",
         Label::ZapPtes { .. } => "zap_pte_range",
         Label::FreePages { .. } => "tlb_flush_mmu_free",
+        Label::MigrateFolioMove { .. } => "migrate_folio_move",
         Label::FreeTable { .. } => "tlb_remove_table",
         Label::IncMmTlbGen { .. } => "flush_tlb_mm_range",
         Label::SendIpis { .. } => "smp_call_function_many_cond",

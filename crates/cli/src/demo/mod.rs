@@ -3,14 +3,16 @@
 //! The driver and the helpers every section shares (tables, published
 //! against model rows, figures) are here; each seed's experiment and
 //! figures are in its own module (`flush_tlb_info`, `skip_sync`,
-//! `arm64_wp_reuse`, `riscv_defer`), next to `will_it_scale`, `checks`
-//! (the checker's catalogue) and `report` (the HTML report).
+//! `arm64_wp_reuse`, `riscv_defer`), next to `will_it_scale`, `reclaim`
+//! (reclaim and page migration per architecture), `checks` (the
+//! checker's catalogue) and `report` (the HTML report).
 
 use machine::Error;
 
 mod arm64_wp_reuse;
 mod checks;
 mod flush_tlb_info;
+mod reclaim;
 mod report;
 mod riscv_defer;
 mod skip_sync;
@@ -22,6 +24,7 @@ pub use skip_sync::{STEP2, STEP2_SETUPS};
 
 use arm64_wp_reuse::{arm64_seed, arm64_share_figure};
 use flush_tlb_info::{flush_tlb_info_seed, rt_latency_figure};
+use reclaim::reclaim_migration;
 use riscv_defer::{riscv_ipi_figure, riscv_seed};
 use skip_sync::{collapse_figures, skip_sync_seed};
 use will_it_scale::{will_it_scale, will_it_scale_figure};
@@ -184,6 +187,7 @@ pub fn demo(opts: &RunOptions, iterations: u64) -> Result<Vec<Section>, Error> {
         skip_sync_seed(opts)?,
         arm64_seed(opts, iterations)?,
         riscv_seed(opts)?,
+        reclaim_migration(opts)?,
     ])
 }
 

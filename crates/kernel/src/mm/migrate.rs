@@ -231,7 +231,11 @@ fn migrate_folio_move(
     if !remove_migration_ptes(w, mm, va, src, dst, fx) {
         w.mem.free(dst); // zapped meanwhile: nothing maps the new folio
     }
-    fx.label(Label::FreePages { n: 1, first: src });
+    fx.label(Label::MigrateFolioMove {
+        va,
+        old: src,
+        new: dst,
+    });
     w.mem.put_page(src);
     w.counters.pgmigrate_success += 1;
 }
