@@ -120,10 +120,10 @@ fn refusals_are_one_line() {
     let one_node = scenario("migrate-pages", &["machine.cpus=64"]);
     let no_threads = scenario("migrate-pages", &["workload.threads=0"]);
     for s in [one_node, no_threads] {
-        let e = tlblab::run_scenario(&s, &tlblab::RunOptions::default())
-            .err()
-            .expect("refused")
-            .to_string();
+        let Err(e) = tlblab::run_scenario(&s, &tlblab::RunOptions::default()) else {
+            panic!("{} ran, but should refuse", s.name);
+        };
+        let e = e.to_string();
         assert!(!e.contains('\n') && e.contains("migrate_pages"), "{e}");
     }
     let s = scenario(
