@@ -263,6 +263,22 @@ impl Report {
                 a["forks"], a["wp_reuse"], a["wp_copy"]
             );
         }
+        if let Some(&moved) = a.get("pgmigrate_success") {
+            let per = |v: u64| v as f64 / moved.max(1) as f64;
+            let busy = self
+                .main_op()
+                .map_or(0.0, |o| o.latency_ns.mean * o.count as f64);
+            let _ = writeln!(
+                s,
+                "  migration: {moved} pages migrated ({} failed, {} faults waited on migration entries); per page {:.3} IPIs, {:.3} flushes, {:.3} TLBI IS, {:.3} us",
+                a["pgmigrate_fail"],
+                a["migration_entry_wait"],
+                per(a["ipis_sent"]),
+                per(a["tlbbatch_flushes"] + a["ptep_clear_flush"]),
+                per(a["tlbi_is"]),
+                busy / 1000.0 / moved.max(1) as f64
+            );
+        }
         if !self.trace.is_empty() {
             let _ = writeln!(s, "  last {} events:", self.trace.len());
             for l in &self.trace {
