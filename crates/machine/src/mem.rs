@@ -613,6 +613,47 @@ mod tests {
         assert_eq!(pte::pfn(m.read(b, 3).unwrap()), 9);
     }
 
+    /// A migration entry is not present, names the frame being migrated
+    /// and keeps the write, young and dirty bits, which the restored PTE
+    /// of the new frame gets back; a swap entry is not a migration entry.
+    #[test]
+    fn migration_entries_keep_the_bits_and_name_the_frame() {
+        let e = pte::make(7, pte::WRITE | pte::USER | pte::ACCESSED | pte::DIRTY);
+        let m = pte::make_migration(e);
+        assert!(pte::is_migration(m) && !pte::present(m) && !pte::is_swap(m));
+        assert_eq!(pte::pfn(m), 7);
+        assert_eq!(
+            pte::from_migration(m, 9),
+            pte::make(9, e & !(7 << 12) & !pte::PRESENT)
+        );
+        let ro = pte::make_migration(pte::make(7, pte::USER));
+        assert!(!pte::writable(pte::from_migration(ro, 9)));
+        assert!(!pte::is_migration(pte::SWP_ENTRY));
+    }
+
+    /// A frame carries the node it was allocated on; a reuse relabels it;
+    /// two memories that differ only in a frame's node differ.
+    #[test]
+    fn frames_carry_their_node() {
+        let mut m = PhysMem::new(4);
+        let a = m.alloc_node(FrameUse::Anon, 1).unwrap();
+        assert_eq!(m.node(a), 1);
+        m.free(a);
+        let b = m.alloc(FrameUse::Anon).unwrap();
+        assert_eq!((b, m.node(b)), (a, 0));
+        let mut n = PhysMem::new(4);
+        n.alloc_node(FrameUse::Anon, 1).unwrap();
+        let mut o = PhysMem::new(4);
+        o.alloc(FrameUse::Anon).unwrap();
+        assert_ne!(n, o);
+        let h = |m: &PhysMem| {
+            let mut s = std::collections::hash_map::DefaultHasher::new();
+            m.hash(&mut s);
+            s.finish()
+        };
+        assert_ne!(h(&n), h(&o));
+    }
+
     /// The free list runs through the free frames' metadata: frames come
     /// back last freed first, past the 16 bits of a link's low half, and
     /// memories compare and hash by the order of their free lists.
