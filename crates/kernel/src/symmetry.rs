@@ -341,10 +341,11 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
         psc_index: _,      // a hint: hashes to nothing
         atomic_nesting: _, // a hint: hashes to nothing
         tlb_filled: _,     // a hint: hashes to nothing
+        vmap,
     } = w;
     let mut h = H::default();
     (cfg, now, mem, op_names, measuring).hash(&mut h);
-    (hugetlb_pmds, asids, files, next_ctx_id).hash(&mut h);
+    (hugetlb_pmds, asids, files, next_ctx_id, vmap).hash(&mut h);
     let fixed = h.finish();
     let cpu_fixed: Vec<u64> = cpus.iter().map(cpu_fixed_hash::<H>).collect();
     let task_fixed: Vec<u64> = tasks

@@ -80,14 +80,19 @@ pub enum UserOp {
     /// `[start, start + len)` is torn down (`exec_mmap` → `mmput` →
     /// `exit_mmap`, modelled as unmapping it), plus `exec_fixed`.
     Exec { start: u64, len: u64 },
-    /// A system call whose kernel side `vmalloc`s one page at kernel address `va`.
-    Vmalloc { va: u64 },
-    /// A system call whose kernel side `vfree`s it.
-    Vfree { va: u64 },
-    /// A system call whose kernel side reads the vmalloc'd object at `va`
-    /// if it exists (the lookup checks the mapping first, as a refcounted
-    /// object lookup would).
-    KernelRead { va: u64 },
+    /// A system call whose kernel side `vmalloc`s `pages` pages as kernel
+    /// object `obj` (its address is the vmap allocator's choice), with
+    /// `VM_FLUSH_RESET_PERMS` if `reset_perms` (module or BPF memory).
+    Vmalloc {
+        obj: u8,
+        pages: u32,
+        reset_perms: bool,
+    },
+    /// A system call whose kernel side `vfree`s object `obj`.
+    Vfree { obj: u8 },
+    /// A system call whose kernel side reads object `obj`'s first page if
+    /// the object exists (a refcounted object lookup).
+    KernelRead { obj: u8 },
     /// `sched_yield()`: let the next task on this CPU's runqueue run.
     Yield,
     /// cyclictest's loop: `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME,
@@ -384,19 +389,23 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             advance(w);
             Flow::Yield
         }
-        UserOp::Vmalloc { va } => {
+        UserOp::Vmalloc {
+            obj,
+            pages,
+            reset_perms,
+        } => {
             fx.cost(Cost::SyscallEntryExit, 1);
-            crate::mm::vmalloc::vmalloc(w, cpu, va, fx);
+            crate::mm::vmalloc::vmalloc(w, cpu, obj, pages, reset_perms, fx);
             advance(w);
             Flow::Yield
         }
-        UserOp::Vfree { va } => {
+        UserOp::Vfree { obj } => {
             fx.cost(Cost::SyscallEntryExit, 1);
             advance(w);
-            call(w, t, || Frame::Vfree(crate::mm::vmalloc::Vfree::new(va)))
+            call(w, t, || Frame::Vfree(crate::mm::vmalloc::Vfree::new(obj)))
         }
-        UserOp::KernelRead { va } => {
-            kernel_read(w, cpu, va, fx);
+        UserOp::KernelRead { obj } => {
+            kernel_read(w, cpu, obj, fx);
             advance(w);
             Flow::Yield
         }
@@ -506,14 +515,11 @@ fn done_spin(w: &mut World, t: TaskId, fx: &mut Effects) {
     }
 }
 
-/// A system call that reads kernel memory at `va` (a vmalloc area) if it
-/// is mapped: the kernel's own translation through this CPU's TLB.
-fn kernel_read(w: &mut World, cpu: CpuId, va: u64, fx: &mut Effects) {
+/// A system call that reads vmalloc'd object `obj` if it exists: the
+/// kernel's own translation of its address through this CPU's TLB.
+fn kernel_read(w: &mut World, cpu: CpuId, obj: u8, fx: &mut Effects) {
     fx.cost(Cost::SyscallEntryExit, 1);
-    let mapped = crate::mm::memory::pte_table(w, crate::INIT_MM, va).is_some_and(|t| {
-        machine::mem::pte::present(w.mem.read(t, machine::mem::table_index(va, 1)).unwrap_or(0))
-    });
-    if mapped {
+    if let Some(va) = crate::mm::vmalloc::obj_va(w, obj) {
         crate::hw::mmu::kernel_access(w, cpu, va, fx);
     }
 }

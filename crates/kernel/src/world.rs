@@ -905,6 +905,9 @@ pub struct World {
     /// broadcast TLBI of one address can change). Kept by
     /// `hw::mmu::tlb_fill`.
     pub tlb_filled: Tracked<Hint<crate::hw::filled_index::FilledIndex>>,
+    /// The vmap allocator: vmalloc'd areas and the lazily freed ones
+    /// (`vmap_lazy_nr`).
+    pub vmap: Tracked<crate::mm::vmalloc::VmapAreas>,
 }
 
 /// The world's fields recorded as one footprint object each
@@ -924,6 +927,7 @@ pub mod field {
     pub const OP_NAMES: usize = 12;
     /// The weak memory's order of messages (every new message).
     pub const WEAK_ORDER: usize = 13;
+    pub const VMAP: usize = 14;
 }
 
 /// Violations kept in full; later ones are only counted.
@@ -1048,6 +1052,7 @@ impl World {
             },
             hugetlb_pmds: Tracked::new(field::HUGETLB_PMDS, Vec::new()),
             hugetlb_i_mmap_writer: Tracked::new(field::HUGETLB_I_MMAP_WRITER, None),
+            vmap: Tracked::new(field::VMAP, Default::default()),
             rcu_batches: Tracked::new(field::RCU_BATCHES, Vec::new()),
             asids: Tracked::new(
                 field::ASIDS,
@@ -1417,6 +1422,7 @@ impl World {
         self.violations.track(on);
         self.hugetlb_pmds.track(on);
         self.hugetlb_i_mmap_writer.track(on);
+        self.vmap.track(on);
         self.rcu_batches.track(on);
         self.asids.track(on);
         self.next_ctx_id.track(on);

@@ -9,8 +9,12 @@
 //!                 a process Bi (its own mm) shares the hart: the scheduler
 //!                 switches between Ai and Bi every tick, so flushes for A
 //!                 meet harts that are about to switch into A
-//!   vmalloc_race: hart 0: vmalloc a page, vfree it (flush_tlb_kernel_range), again
-//!                 (x86: on_each_cpu(do_kernel_range_flush), every other CPU IPI'd)
+//!   vmalloc_race: hart 0: vmalloc `size` bytes, vfree them, again; vfree
+//!                 unmaps without a flush and frees the area lazily; once
+//!                 vmap_lazy_nr > lazy_max_pages() the purge flushes the
+//!                 merged range (flush_tlb_kernel_range; x86:
+//!                 on_each_cpu(do_flush_tlb_all), every other CPU IPI'd)
+//!                 and the lowest addresses are handed out again
 //!                 harts 1..T: user processes that, in a system call, read the
 //!                 vmalloc'd object when it exists: their TLBs cache the global
 //!                 kernel translation while they run their own ASID
@@ -32,16 +36,13 @@ pub const DEFER_RACE: WorkloadInfo = WorkloadInfo {
 pub const VMALLOC_RACE: WorkloadInfo = WorkloadInfo {
     name: "vmalloc_race",
     about: "one task vmallocs and vfrees a kernel page in a loop while processes on other harts read it in system calls (kernel-range flushes)",
-    keys: "threads = reader harts (1..=cpus-1); iterations = vmalloc/vfree pairs",
+    keys: "threads = reader harts (1..=cpus-1); iterations = vmalloc/vfree pairs; size = bytes per vmalloc (a guard page is added)",
     build: build_vmalloc_race,
     needs,
 };
 
-/// A vmalloc-area address (RISC-V Sv48 `VMALLOC_START` region; the model's
-/// tables index 48 bits, so the sign extension is dropped; on x86 it stands
-/// for an address in `VMALLOC_START..VMALLOC_END`). It lives in `init_mm`'s
-/// tables, apart from every user address space.
-pub const VMALLOC_VA: u64 = 0x0000_c000_0000_0000;
+/// The vmalloc'd object's number (the vmap allocator picks its address).
+pub const VMALLOC_OBJ: u8 = 0;
 
 fn needs(s: &Scenario) -> (u64, u64, u64) {
     let n = s.workload.threads as u64 + 1;
@@ -145,13 +146,18 @@ fn build_vmalloc_race(s: &Scenario, w: &mut World) -> Result<(), Error> {
     let n = readers(s)?;
     let mm = w.mm_alloc()?;
     let op = w.op_id("vmalloc_vfree");
+    let pages = (s.workload.size.0 / PAGE_SIZE).clamp(1, u32::MAX as u64) as u32;
     let body = vec![
-        UserOp::Vmalloc { va: VMALLOC_VA },
+        UserOp::Vmalloc {
+            obj: VMALLOC_OBJ,
+            pages,
+            reset_perms: false,
+        },
         UserOp::Charge {
             cost: Cost::UserLoop,
             n: 300,
         },
-        UserOp::Vfree { va: VMALLOC_VA },
+        UserOp::Vfree { obj: VMALLOC_OBJ },
     ];
     w.spawn(
         mm,
@@ -171,7 +177,7 @@ fn build_vmalloc_race(s: &Scenario, w: &mut World) -> Result<(), Error> {
                     addr: base,
                     write: true,
                 },
-                UserOp::KernelRead { va: VMALLOC_VA },
+                UserOp::KernelRead { obj: VMALLOC_OBJ },
                 UserOp::Charge {
                     cost: Cost::UserLoop,
                     n: 100,

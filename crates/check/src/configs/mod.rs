@@ -31,7 +31,7 @@ use hugetlb::{hugetlb_unshare, hugetlb_unshare_4cpu};
 use migrate::migrate_vs_gup;
 use reclaim::kswapd_vs_reader;
 use riscv::defer_vs_switch;
-use vmalloc::vmalloc_vs_reader;
+use vmalloc::{vfree_lazy_vs_reader, vmalloc_vs_reader};
 use x86_flush::{
     lazy_return, madvise_race, munmap_1w_1r, munmap_1w_2r, preempting_flush, race_1w_2r,
     race_1w_3r, race_1w_3r_2rounds, race_1w_3r_3rounds, race_2w_1r, switch_back,
@@ -324,7 +324,7 @@ pub const CATALOGUE: &[Config] = &[
     },
     Config {
         name: "riscv_kernel_flush",
-        about: "RISC-V seed: vfree's kernel-range flush against a hart reading the vmalloc'd object (kernel flushes always IPI)",
+        about: "RISC-V seed: vfree of a VM_FLUSH_RESET_PERMS area (purge and flush at once) against a hart reading the vmalloc'd object (kernel flushes always IPI)",
         sets: &["machine.arch=riscv", "riscv.defer_flush_to_context_switch=true"],
         expect_safe: true,
         sym: &[],
@@ -341,6 +341,18 @@ pub const CATALOGUE: &[Config] = &[
         expect_safe: false,
         sym: &[],
         world: vmalloc_vs_reader,
+    },
+    Config {
+        name: "riscv_vfree_lazy",
+        about: "a plain vfree below lazy_max_pages(): no flush, the address is not handed out again, so even the deferred kernel flush (v1 bug) is unreachable",
+        sets: &[
+            "machine.arch=riscv",
+            "riscv.defer_flush_to_context_switch=true",
+            "riscv.defer_kernel_flush=true",
+        ],
+        expect_safe: true,
+        sym: &[],
+        world: vfree_lazy_vs_reader,
     },
     Config {
         name: "x86_preempt_full_upstream",
