@@ -119,6 +119,22 @@ pub enum Label {
     Syscall {
         nr: &'static str,
     },
+    /// `vunmap_range_noflush` of `pages` pages at `va`, then
+    /// `free_vmap_area_noflush`: `vmap_lazy_nr` is now `nr_lazy`.
+    Vunmap {
+        va: u64,
+        pages: u32,
+        nr_lazy: u64,
+    },
+    /// `__purge_vmap_area_lazy` took the lazy areas `[start, end)`.
+    VmapPurge {
+        start: u64,
+        end: u64,
+    },
+    /// `purge_vmap_node`: `pages` lazily freed pages are free address space again.
+    VmapPurged {
+        pages: u64,
+    },
     Exit,
     VcpuPreempt,
     VcpuResume {
@@ -388,6 +404,14 @@ impl fmt::Display for Label {
             }
             Label::EnterLazy { mm } => write!(f, "enter_lazy_tlb (mm{mm} stays loaded)"),
             Label::Syscall { nr } => write!(f, "syscall {nr}"),
+            Label::Vunmap { va, pages, nr_lazy } => write!(
+                f,
+                "vunmap_range_noflush {va:#x} ({pages} pages, no flush); vmap_lazy_nr = {nr_lazy}"
+            ),
+            Label::VmapPurge { start, end } => {
+                write!(f, "__purge_vmap_area_lazy {start:#x}..{end:#x}")
+            }
+            Label::VmapPurged { pages } => write!(f, "purge_vmap_node: {pages} pages free again"),
             Label::Exit => write!(f, "task exits"),
             Label::VcpuPreempt => write!(f, "host preempts this vCPU (steal_time.preempted = 1)"),
             Label::VcpuResume { flushed } => {

@@ -211,6 +211,7 @@ impl Vfree {
                     self.pc = Pc::Free(pages);
                     return Flow::Yield;
                 };
+                fx.label(Label::VmapPurge { start, end });
                 w.vmap.purging.extend_from_slice(&taken);
                 w.vmap.purges += 1;
                 self.pc = Pc::PurgeDone(pages, taken);
@@ -218,7 +219,8 @@ impl Vfree {
                 crate::arch::flush_tlb_kernel_range(w, start, end)
             }
             Pc::PurgeDone(pages, taken) => {
-                purge_vmap_node(w, &taken);
+                let freed = purge_vmap_node(w, &taken);
+                fx.label(Label::VmapPurged { pages: freed });
                 self.pc = Pc::Free(pages);
                 Flow::Yield
             }
@@ -253,6 +255,11 @@ impl Vfree {
         fx.cost(Cost::ZapPte, area.pages);
         let pages = vunmap_range_noflush(w, area);
         let nr_lazy = w.vmap.free_vmap_area_noflush(area);
+        fx.label(Label::Vunmap {
+            va: area.va,
+            pages: area.pages,
+            nr_lazy,
+        });
         let due = nr_lazy > lazy_max_pages(w.cpus.len() as u32);
         self.pc = if due || area.flush_reset_perms {
             Pc::Purge(pages, area.flush_reset_perms)
@@ -283,10 +290,11 @@ fn vunmap_range_noflush(w: &mut World, a: VmArea) -> Vec<Pfn> {
 
 /// mm/vmalloc.c: `purge_vmap_node`: the flushed areas `taken` go back to
 /// the free space (`reclaim_list_global`), `vmap_lazy_nr` drops by their
-/// pages.
-fn purge_vmap_node(w: &mut World, taken: &[(u64, u64)]) {
+/// pages (returned).
+fn purge_vmap_node(w: &mut World, taken: &[(u64, u64)]) -> u64 {
     let v = &mut w.vmap;
     v.purging.retain(|r| !taken.contains(r));
     let pages: u64 = taken.iter().map(|(s, e)| (e - s) >> PAGE_SHIFT).sum();
     v.lazy_nr -= pages;
+    pages
 }
