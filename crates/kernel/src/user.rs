@@ -102,8 +102,7 @@ pub enum UserOp {
     /// `wait(&status)` for any child (`do_wait`): returns at once if a
     /// child has exited and was not reaped yet, else sleeps until one exits.
     Wait,
-    /// `exit()`: the last task of an mm tears it down (`exit_mmap`: pages,
-    /// tables below the PGD, the `fullmm` flush), then
+    /// `exit()`: the last flush of the mm (`exit_mmap`), then
     /// `do_notify_parent` wakes a parent sleeping in [`UserOp::Wait`].
     Exit,
     /// `madvise(start, len, MADV_PAGEOUT)`: reclaim the range now
@@ -449,9 +448,6 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             Flow::Yield
         }
         UserOp::Exit => {
-            if let Some(f) = crate::mm::mmap::exit_mm(w, t) {
-                return call(w, t, || Frame::Munmap(f));
-            }
             if let Some(flush) = crate::arch::riscv::tlbflush::exit_mmap(w, t) {
                 return flush;
             }
