@@ -64,3 +64,42 @@ pub fn validate_row(text: &str, name: &str) -> (f64, f64) {
         .collect();
     (f[0], f[1])
 }
+
+/// The flushes of a batched unmap (reclaim's or migration's
+/// `TTU_BATCH_FLUSH`): `unmapped` pages joined a batch, `flushes`
+/// `arch_tlbbatch_flush` calls ran, each reaching `threads` other CPUs:
+/// arm64 a TLBI at each unmap and one DSB per batch, x86 and RISC-V one
+/// IPI per thread per batch (x86: on the TLB row).
+pub fn assert_batched(r: &Report, arch: &str, unmapped: u64, flushes: u64, threads: u64) {
+    let a = &r.arch;
+    assert_eq!(a["tlb_ubc_pending"], unmapped, "{arch}");
+    assert_eq!(a["ptep_clear_flush"], 0, "{arch}");
+    assert_eq!(a["tlbbatch_flushes"], flushes, "{arch} {unmapped}");
+    match arch {
+        "arm64" => {
+            assert_eq!(a["tlbi_is"], unmapped, "a TLBI at each unmap");
+            assert_eq!(a["dsb_ish"], flushes, "one DSB per batch");
+        }
+        _ => assert_eq!(a["ipis_sent"], threads * flushes, "{arch} {unmapped}"),
+    }
+    if arch == "x86" {
+        assert_eq!(total(r, "TLB"), threads * flushes);
+    }
+}
+
+/// Before each architecture's batched-unmap series: every one of the
+/// `pages` unmapped is flushed on the spot (`ptep_clear_flush`), one IPI
+/// per other thread's CPU or one TLBI + DSB each.
+pub fn assert_flushed_on_the_spot(r: &Report, arch: &str, pages: u64, threads: u64) {
+    let a = &r.arch;
+    assert_eq!(a["tlb_ubc_pending"], 0, "{arch}");
+    assert_eq!(a["ptep_clear_flush"], pages, "{arch}");
+    assert_eq!(a["tlbbatch_flushes"], 0, "{arch}");
+    match arch {
+        "arm64" => {
+            assert_eq!(a["tlbi_is"], pages);
+            assert_eq!(a["dsb_ish"], pages, "a DSB per page");
+        }
+        _ => assert_eq!(a["ipis_sent"], threads * pages, "{arch}"),
+    }
+}

@@ -13,7 +13,7 @@
 //! process), one `DSB ISH` on arm64 (whose `TLBI VALE1IS`es go out at
 //! unmap time, one per folio).
 mod common;
-use common::{run, scenario, total};
+use common::{assert_batched, assert_flushed_on_the_spot, run, scenario, total};
 
 const NR_MAX_BATCHED_MIGRATION: u64 = 512;
 
@@ -53,19 +53,7 @@ fn migration_flushes_once_per_batch() {
             let flushes = calls * pages.div_ceil(NR_MAX_BATCHED_MIGRATION);
             assert_eq!(a["pgmigrate_success"], pages * calls, "{arch} {pages}");
             assert_eq!(a["pgmigrate_fail"], 0);
-            assert_eq!(a["tlb_ubc_pending"], pages * calls);
-            assert_eq!(a["ptep_clear_flush"], 0);
-            assert_eq!(a["tlbbatch_flushes"], flushes, "{arch} {pages}");
-            match arch {
-                "arm64" => {
-                    assert_eq!(a["tlbi_is"], pages * calls, "a TLBI at each unmap");
-                    assert_eq!(a["dsb_ish"], flushes, "one DSB per batch");
-                }
-                _ => assert_eq!(a["ipis_sent"], threads * flushes, "{arch} {pages}"),
-            }
-            if arch == "x86" {
-                assert_eq!(total(&r, "TLB"), threads * flushes);
-            }
+            assert_batched(&r, arch, pages * calls, flushes, threads);
         }
     }
 }
@@ -80,16 +68,7 @@ fn without_the_series_every_page_is_flushed_on_the_spot() {
         let r = migrate(arch, false, threads, pages, calls);
         let a = &r.arch;
         assert_eq!(a["pgmigrate_success"], pages * calls);
-        assert_eq!(a["tlb_ubc_pending"], 0);
-        assert_eq!(a["ptep_clear_flush"], pages * calls);
-        assert_eq!(a["tlbbatch_flushes"], 0);
-        match arch {
-            "arm64" => {
-                assert_eq!(a["tlbi_is"], pages * calls);
-                assert_eq!(a["dsb_ish"], pages * calls, "a DSB per page");
-            }
-            _ => assert_eq!(a["ipis_sent"], threads * pages * calls, "{arch}"),
-        }
+        assert_flushed_on_the_spot(&r, arch, pages * calls, threads);
     }
 }
 

@@ -10,7 +10,7 @@
 //! Each flush is one IPI to every other CPU running the process on x86 and
 //! RISC-V, one `DSB ISH` on arm64 (whose TLBIs go out at unmap time).
 mod common;
-use common::{run, scenario, total};
+use common::{assert_batched, assert_flushed_on_the_spot, run, scenario, total};
 
 const PAGEVEC_SIZE: u64 = 31;
 
@@ -50,19 +50,7 @@ fn pageout_of_clean_pages_flushes_once_per_batch() {
                 "only the first call's pages were dirty"
             );
             assert_eq!(a["pswpin"], pages * (iters - 1));
-            assert_eq!(a["tlb_ubc_pending"], pages * iters);
-            assert_eq!(a["ptep_clear_flush"], 0);
-            assert_eq!(a["tlbbatch_flushes"], flushes, "{arch} {pages}");
-            match arch {
-                "arm64" => {
-                    assert_eq!(a["tlbi_is"], pages * iters, "a TLBI at each unmap");
-                    assert_eq!(a["dsb_ish"], flushes, "one DSB per batch");
-                }
-                _ => assert_eq!(a["ipis_sent"], threads * flushes, "{arch} {pages}"),
-            }
-            if arch == "x86" {
-                assert_eq!(total(&r, "TLB"), threads * flushes);
-            }
+            assert_batched(&r, arch, pages * iters, flushes, threads);
         }
     }
 }
@@ -76,16 +64,7 @@ fn without_the_series_every_page_is_flushed_on_the_spot() {
         let r = pageout_read(arch, false, threads, pages, iters);
         let a = &r.arch;
         assert_eq!(a["pgsteal"], pages * iters);
-        assert_eq!(a["tlb_ubc_pending"], 0);
-        assert_eq!(a["ptep_clear_flush"], pages * iters);
-        assert_eq!(a["tlbbatch_flushes"], 0);
-        match arch {
-            "arm64" => {
-                assert_eq!(a["tlbi_is"], pages * iters);
-                assert_eq!(a["dsb_ish"], pages * iters, "a DSB per page");
-            }
-            _ => assert_eq!(a["ipis_sent"], threads * pages * iters, "{arch}"),
-        }
+        assert_flushed_on_the_spot(&r, arch, pages * iters, threads);
     }
 }
 
