@@ -23,9 +23,12 @@
 //! indices still replay from the initial world. `--symmetry off` turns it
 //! off.
 //!
-//! Partial-order reduction ([`por`], `--reduction on`, off by default):
-//! sleep sets over the footprints each step records as it runs; every
-//! state is still reached, fewer transitions are taken (docs/checker.md).
+//! Partial-order reduction (`--reduction`, off by default): sleep sets
+//! ([`por`], `sleep`) over the footprints each step records as it runs,
+//! every state still reached by fewer transitions; or a stateful dynamic
+//! partial-order reduction (`dpor`, depth-first, see its module), which
+//! explores fewer states where steps of different CPUs commute
+//! (docs/checker.md).
 //!
 //! Exploration: level-synchronous breadth-first search. The seen-set
 //! holds 64-bit fingerprints only, and node `i` of the search tree keeps
@@ -58,6 +61,7 @@
 //! later for its explorer UI; the core interface stays `enabled` + `step`.
 
 pub mod configs;
+pub mod dpor;
 pub mod por;
 
 use kernel::world::StepKind;
@@ -72,17 +76,39 @@ use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+/// Which partial-order reduction a search uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reduction {
+    /// Every interleaving, breadth-first.
+    Off,
+    /// Sleep sets ([`por`]): the same states by fewer
+    /// transitions, breadth-first.
+    Sleep,
+    /// Stateful dynamic partial-order reduction (docs/checker.md): fewer
+    /// states, depth-first, every deadlock and every violation kept.
+    Dpor,
+}
+
+impl Reduction {
+    /// `off`, `sleep`, `dpor`, or `on` (the default: `dpor`).
+    pub fn parse(s: &str) -> Result<Reduction, String> {
+        match s {
+            "off" => Ok(Reduction::Off),
+            "sleep" => Ok(Reduction::Sleep),
+            "dpor" | "on" => Ok(Reduction::Dpor),
+            _ => Err(format!("--reduction {s:?} (off, sleep, dpor or on)")),
+        }
+    }
+}
+
 /// Exploration bounds, and whether the search is reduced.
 #[derive(Clone, Copy, Debug)]
 pub struct Bounds {
     pub max_depth: usize,
     pub max_states: usize,
-    /// Sleep sets ([`por`]): skip the transitions that only reorder
-    /// independent steps already explored. Every state is still reached
-    /// (the same state count); fewer transitions are taken. Off by
-    /// default: recording the footprints costs more than the transitions
-    /// it saves so far (docs/checker.md, "Partial-order reduction").
-    pub reduction: bool,
+    /// The partial-order reduction ([`Reduction`]).
+    pub reduction: Reduction,
     /// Stop once the search has run this long (checked after each block
     /// of states expanded): a check too large for the time it was given
     /// ends `bounded` with what it reached ([`Outcome::frontier`]) instead
@@ -96,7 +122,7 @@ impl Default for Bounds {
         Bounds {
             max_depth: 400,
             max_states: 2_000_000,
-            reduction: false,
+            reduction: Reduction::Off,
             max_seconds: None,
         }
     }
@@ -204,6 +230,16 @@ pub fn explore(init: &World, bounds: Bounds) -> Outcome {
     explore_with(init, bounds, &[])
 }
 
+/// The dynamic partial-order reduction's search from `init` ([`dpor`];
+/// no symmetry reduction), and the fingerprint of every state it reached
+/// where no step is enabled: the soundness tests compare those with the
+/// full search's.
+pub fn explore_dpor_terminals(init: &World, bounds: Bounds) -> (Outcome, Vec<u64>) {
+    let mut ends = Vec::new();
+    let o = dpor::explore_dpor(init, bounds, Some(&mut ends));
+    (o, ends)
+}
+
 /// Worker threads of the exploration (0: one per core).
 static THREADS: AtomicUsize = AtomicUsize::new(0);
 
@@ -240,6 +276,9 @@ struct Succ {
 /// one state per renaming of the CPUs within each of `groups` (disjoint
 /// sets of CPU ids; empty: no reduction).
 pub fn explore_with(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcome {
+    if bounds.reduction == Reduction::Dpor {
+        return dpor::explore_dpor(init, bounds, None);
+    }
     let threads = THREADS.load(Ordering::Relaxed);
     if threads == 0 {
         return explore_levels(init, bounds, groups);
@@ -281,9 +320,10 @@ impl Keys {
 /// sequential FIFO search, so counts, verdicts and counterexamples do not
 /// depend on the threads. The frontier is node ids only (4 bytes each).
 fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcome {
+    let sleep_sets = bounds.reduction == Reduction::Sleep;
     let t0 = Instant::now();
     let mut tracked = init.clone();
-    tracked.track_footprints(bounds.reduction);
+    tracked.track_footprints(sleep_sets);
     let init = &tracked;
     let keys = Keys {
         perms: group_perms(init.cpus.len(), groups),
@@ -330,7 +370,7 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
             }
             let succs = par_rebuild(init, &nodes, block, |node, w, sc| {
                 let how = sleep.how(node);
-                (node, successors(w, &keys, sc, how, bounds.reduction))
+                (node, successors(w, &keys, sc, how, sleep_sets))
             });
             for (node, (_, skipped)) in &succs {
                 sleep.expanded(*node, skipped.clone());

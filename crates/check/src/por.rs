@@ -35,6 +35,10 @@ pub struct Audit {
     pub failures: Vec<String>,
     /// How many independent pairs failed in all.
     pub failed: usize,
+    /// For the dependent pairs, how often each object kind was the
+    /// conflict (an object one step writes and the other touches), by
+    /// kind name: what a finer footprint would have to split.
+    pub conflicts: std::collections::BTreeMap<String, usize>,
 }
 
 /// Pair the enabled steps of the first `max_states` states reached
@@ -62,6 +66,10 @@ pub fn audit(init: &World, max_states: usize) -> Audit {
                 }
                 out.pairs += 1;
                 if !runs[i].1.independent(&runs[j].1) {
+                    let cs = runs[i].1.conflicts(&runs[j].1);
+                    for o in cs {
+                        *out.conflicts.entry(kind_name(o)).or_default() += 1;
+                    }
                     continue;
                 }
                 out.independent += 1;
@@ -80,6 +88,26 @@ pub fn audit(init: &World, max_states: usize) -> Audit {
         }
     }
     out
+}
+
+/// An object's kind, as the audit counts conflicts (a field or frame
+/// by its index; a CPU, task, mm or store buffer by its kind).
+fn kind_name(o: machine::footprint::Obj) -> String {
+    use machine::footprint::kind;
+    let i = o.0 & 0x00ff_ffff;
+    match o.kind() {
+        kind::CPU => "cpu".into(),
+        kind::TASK => "task".into(),
+        kind::MM => "mm".into(),
+        kind::MEMBUF => "membuf".into(),
+        kind::FRAME => "frame".into(),
+        kind::FRAME_ALLOC => "frame_alloc".into(),
+        kind::FIELD => format!("field{i}"),
+        kind::WEAK_LOC => "weak_loc".into(),
+        kind::WEAK_VIEW => "weak_view".into(),
+        kind::LEN => format!("len{i}"),
+        k => format!("kind{k}"),
+    }
 }
 
 /// `w` after step `s`, and the step's footprint.

@@ -15,7 +15,7 @@ fn the_reduction_reaches_every_state_of_the_full_search() {
             };
             run_with(c, &[], b, true, None).expect("builds")
         };
-        let (full, reduced) = (run(false), run(true));
+        let (full, reduced) = (run(check::Reduction::Off), run(check::Reduction::Sleep));
         let key = |o: &check::Outcome| (o.verdict, o.states, o.depth);
         assert_eq!(key(&reduced), key(&full), "{}", c.name);
         assert!(reduced.transitions <= full.transitions, "{}", c.name);

@@ -199,8 +199,8 @@ pub fn sim_row(name: &str) -> Result<SimRow, Error> {
 pub struct CheckRow {
     pub check: String,
     pub symmetry: bool,
-    /// The sleep-set reduction on ([`check::Bounds::reduction`]).
-    pub reduction: bool,
+    /// The partial-order reduction ([`check::Bounds::reduction`]).
+    pub reduction: check::Reduction,
     pub threads: usize,
     pub states: usize,
     pub transitions: usize,
@@ -220,7 +220,11 @@ pub struct CheckRow {
 }
 
 /// Check `name` (exhaustively, default bounds) and measure it.
-pub fn check_row(name: &str, symmetry: bool, reduction: bool) -> Result<CheckRow, Error> {
+pub fn check_row(
+    name: &str,
+    symmetry: bool,
+    reduction: check::Reduction,
+) -> Result<CheckRow, Error> {
     let c = check::configs::find(name)?;
     // Writing 5 to clear_refs resets VmHWM to the current RSS (Linux 4.0+).
     let _ = std::fs::write("/proc/self/clear_refs", "5");
@@ -256,13 +260,18 @@ pub fn check_row(name: &str, symmetry: bool, reduction: bool) -> Result<CheckRow
 }
 
 /// `tlblab speed`: the checker on `checks` (symmetry off), without and
-/// with the reduction, then every scenario of `names` (empty: every
+/// with each partial-order reduction, then every scenario of `names` (empty: every
 /// bundled one), as tables or JSON.
 pub fn speed(names: &[String], checks: &[String], json: bool) -> Result<(), Error> {
     let mut crow = Vec::new();
     for c in checks {
-        crow.push(check_row(c, false, false)?);
-        crow.push(check_row(c, false, true)?);
+        for r in [
+            check::Reduction::Off,
+            check::Reduction::Sleep,
+            check::Reduction::Dpor,
+        ] {
+            crow.push(check_row(c, false, r)?);
+        }
     }
     let all: Vec<String> = BUNDLED.iter().map(|(n, _)| n.to_string()).collect();
     let names = if names.is_empty() { &all } else { names };
@@ -289,6 +298,14 @@ const GOAL_USEMEM_SECONDS: f64 = 2.0;
 /// Checker: distinct states per wall second, and bytes per state.
 const GOAL_STATES_PER_S: f64 = 250e3;
 const GOAL_BYTES_PER_STATE: f64 = 100.0;
+
+fn reduction_name(r: check::Reduction) -> &'static str {
+    match r {
+        check::Reduction::Off => "off",
+        check::Reduction::Sleep => "sleep",
+        check::Reduction::Dpor => "dpor",
+    }
+}
 
 fn verdict(met: bool) -> &'static str {
     if met {
@@ -328,14 +345,18 @@ pub fn goals(crow: &[CheckRow], srow: &[SimRow]) -> Vec<String> {
             verdict(r.cpu_seconds < GOAL_USEMEM_SECONDS)
         ));
     }
-    for pair in crow.windows(2) {
-        let (off, on) = (&pair[0], &pair[1]);
-        if off.check == on.check && !off.reduction && on.reduction {
+    for off in crow.iter().filter(|r| r.reduction == check::Reduction::Off) {
+        let reduced = crow
+            .iter()
+            .filter(|r| r.check == off.check && r.reduction != check::Reduction::Off);
+        for on in reduced {
             out.push(format!(
-                "reduction: {} same states {}: {}; transitions {} -> {} ({:.2}x fewer); cpu time {:.2}x",
+                "reduction {}: {}: states {} -> {} ({:.3}x fewer), transitions {} -> {} ({:.2}x fewer); cpu time {:.2}x",
+                reduction_name(on.reduction),
                 on.check,
+                off.states,
                 on.states,
-                verdict(on.states == off.states),
+                off.states as f64 / on.states.max(1) as f64,
                 off.transitions,
                 on.transitions,
                 off.transitions as f64 / on.transitions.max(1) as f64,
@@ -380,7 +401,7 @@ fn print_tables(crow: &[CheckRow], srow: &[SimRow]) {
             println!(
                 "{:<28} {:>9} {:>7} {:>9} {:>11} {:>8.2} {:>8.2} {:>11.0} {:>12.0} {:>11.0} {:>13.0} {:>10.0} {:>7.1}",
                 r.check,
-                if r.reduction { "sleep" } else { "off" },
+                reduction_name(r.reduction),
                 r.threads,
                 r.states,
                 r.transitions,

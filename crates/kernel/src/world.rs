@@ -1465,6 +1465,16 @@ impl World {
         machine::footprint::take()
     }
 
+    /// What decides which steps `cpu` may take, read from this state:
+    /// the footprint of a CPU with no step enabled, which a step of
+    /// another CPU may enable (the checker's dynamic partial-order
+    /// reduction races it against the steps taken before).
+    pub fn guard_footprint(&self, cpu: CpuId) -> machine::footprint::Footprint {
+        machine::footprint::start();
+        self.enabled_on(cpu, true, &mut Vec::new());
+        machine::footprint::take()
+    }
+
     /// Weak model: for each step whose CPU may read an older message,
     /// the same step with every other combination of messages its loads
     /// can return ([`StepKind::Picked`]), found by running it.

@@ -92,12 +92,55 @@ impl Footprint {
             && disjoint(&self.reads, &other.writes)
     }
 
+    /// The objects that make `self` and `other` dependent: written by
+    /// one and touched by the other.
+    pub fn conflicts(&self, other: &Footprint) -> Vec<Obj> {
+        let mut out: Vec<Obj> = Vec::new();
+        for (w, t) in [(&self.writes, other), (&other.writes, self)] {
+            for o in w.iter() {
+                let all = o.kind() == kind::ALL;
+                if all || t.reads.binary_search(o).is_ok() || t.writes.binary_search(o).is_ok() {
+                    out.push(*o);
+                }
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// A footprint that conflicts with every other: a write of
+    /// [`kind::ALL`] (what nobody knows, judged dependent on everything).
+    pub fn everything() -> Footprint {
+        Footprint {
+            reads: Vec::new(),
+            writes: vec![Obj::new(kind::ALL, 0)],
+        }
+    }
+
+    /// Add what `other` reads and writes (both stay sorted, without
+    /// repeats): a union conflicts with whatever either part does.
+    pub fn union_with(&mut self, other: &Footprint) {
+        merge(&mut self.reads, &other.reads);
+        merge(&mut self.writes, &other.writes);
+    }
+
     fn normalise(&mut self) {
         for v in [&mut self.reads, &mut self.writes] {
             v.sort_unstable();
             v.dedup();
         }
     }
+}
+
+/// `into` := the sorted union of sorted `into` and `from`.
+fn merge(into: &mut Vec<Obj>, from: &[Obj]) {
+    if from.iter().all(|o| into.binary_search(o).is_ok()) {
+        return;
+    }
+    into.extend_from_slice(from);
+    into.sort_unstable();
+    into.dedup();
 }
 
 /// Do two sorted lists share no element?

@@ -30,10 +30,13 @@ pub struct Args {
     /// it declares some): `off` explores every renamed copy, to compare.
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
     symmetry: String,
-    /// Partial-order reduction (sleep sets over the steps' recorded
-    /// footprints): the same states, fewer transitions. Off by default:
-    /// recording the footprints costs more time than it saves so far.
-    #[arg(long, default_value = "off", value_parser = ["on", "off"])]
+    /// Partial-order reduction: `sleep` (sleep sets over the steps'
+    /// recorded footprints: the same states by fewer transitions), `dpor`
+    /// or `on` (stateful dynamic partial-order reduction: fewer states
+    /// where steps of different CPUs commute; depth-first, without the
+    /// symmetry reduction), `off` (the default: breadth-first, every
+    /// interleaving). Verdicts do not depend on it.
+    #[arg(long, default_value = "off", value_parser = ["on", "off", "sleep", "dpor"])]
     reduction: String,
     /// Memory model: `arch` (x86-TSO on x86, the weak model on arm64
     /// and RISC-V), or `sc` / `tso` / `weak` to compare.
@@ -78,7 +81,7 @@ pub fn main(args: Args) -> Result<u8, Error> {
     let bounds = check::Bounds {
         max_depth,
         max_states,
-        reduction: reduction == "on",
+        reduction: check::Reduction::parse(&reduction).map_err(Error::Config)?,
         max_seconds,
     };
     let symmetry = symmetry == "on";

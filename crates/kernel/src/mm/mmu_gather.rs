@@ -322,11 +322,12 @@ fn check_table_uncached(
     }
     debug_assert_eq!(
         bad.iter().map(|b| b.0).collect::<Vec<_>>(),
-        w.cpus
+        machine::footprint::paused(|| w
+            .cpus
             .iter()
             .filter(|c| holds(c))
             .map(|c| c.id)
-            .collect::<Vec<_>>(),
+            .collect::<Vec<_>>()),
         "the PSC index missed a CPU"
     );
     for (cpu, lazy, loaded) in bad {
