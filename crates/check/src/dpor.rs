@@ -37,10 +37,16 @@
 //! counterexample printed is a breadth-first search's bounded by that
 //! path's length (the unreduced level search), which finds a
 //! shortest one (the full search's) when it fits in the state bound.
-//! The symmetry reduction is not combined with it yet: a summary would
-//! have to be renamed with the CPUs, so this search stores every state.
+//!
+//! Under the symmetry reduction the seen-set holds canonical keys, as in
+//! the breadth-first search. A state met again as a renamed copy (same
+//! key, another world) would need its summary renamed with the CPUs
+//! (footprints name CPUs, tasks and per-CPU locations): it is taken as
+//! unknown instead, every CPU touching everything, which backtracks the
+//! whole path. Sound, and it keeps the symmetry's savings of states, but
+//! most of the reduction's where renamed copies are common.
 
-use crate::{bad, Bounds, Outcome};
+use crate::{bad, Bounds, Keys, Outcome};
 use kernel::world::StepKind;
 use kernel::{Effects, World};
 use machine::footprint::Footprint;
@@ -62,7 +68,8 @@ struct Event {
 
 /// A state on the path.
 struct Frame {
-    key: u64,
+    /// Its key in the seen-set and its own fingerprint.
+    key: (u64, u64),
     /// Its enabled steps, in [`World::enabled`] order (choice indices).
     steps: Vec<Step>,
     /// The world after each step (taken when explored).
@@ -110,19 +117,22 @@ impl Summary {
     }
 }
 
-/// What the seen-set holds of a state.
+/// What the seen-set holds of a state (with the fingerprint of the world
+/// stored, which differs from a renamed copy's under the symmetry
+/// reduction).
 #[derive(Clone, Copy)]
 enum Seen {
     /// On the path, at this stack index.
     OnStack(u32),
     /// Explored: its summary's index.
-    Done(u32),
+    Done(u32, u64),
 }
 
 /// The search's state besides the path.
 struct Search {
     t0: Instant,
     bounds: Bounds,
+    keys: Keys,
     cpus: usize,
     seen: FxHashMap<u64, Seen>,
     summaries: Vec<Arc<Summary>>,
@@ -143,6 +153,7 @@ fn bit(c: CpuId) -> u64 {
 pub(crate) fn explore_dpor(
     init: &World,
     bounds: Bounds,
+    groups: &[Vec<CpuId>],
     mut terminals: Option<&mut Vec<u64>>,
 ) -> Outcome {
     let mut init = init.clone();
@@ -151,6 +162,9 @@ pub(crate) fn explore_dpor(
     let mut s = Search {
         t0: Instant::now(),
         bounds,
+        keys: Keys {
+            perms: crate::group_perms(init.cpus.len(), groups),
+        },
         cpus: init.cpus.len(),
         seen: FxHashMap::default(),
         summaries: Vec::new(),
@@ -161,9 +175,14 @@ pub(crate) fn explore_dpor(
         fx: Effects::default(),
     };
     let mut stack: Vec<Frame> = Vec::new();
-    let key = crate::fingerprint(&init);
+    let key = s.keys.key(&init);
     s.seen.insert(key, Seen::OnStack(0));
-    let root = s.frame(&init, key, &mut stack, &mut terminals);
+    let root = s.frame(
+        &init,
+        (key, crate::fingerprint(&init)),
+        &mut stack,
+        &mut terminals,
+    );
     stack.push(root);
     while let Some(top) = stack.last_mut() {
         let Some(j) = next_choice(top) else {
@@ -179,20 +198,24 @@ pub(crate) fn explore_dpor(
         stack[n].taken = j;
         s.transitions += 1;
         if bad(&next) {
-            return s.violation(&init, &stack, j, n);
+            return s.violation(&init, &stack, (j, n), groups);
         }
-        let key = crate::fingerprint(&next);
+        let (key, concrete) = s.keys.both(&next, true);
         match s.seen.get(&key).copied() {
             Some(Seen::OnStack(m)) => close_cycle(&mut stack, m as usize),
-            Some(Seen::Done(id)) => {
-                let sum = s.summaries[id as usize].clone();
+            Some(Seen::Done(id, own)) => {
+                // A renamed copy's summary would need renaming: unknown.
+                let sum = match own == concrete {
+                    true => s.summaries[id as usize].clone(),
+                    false => Arc::new(Summary(None)),
+                };
                 apply_summary(&mut stack, &sum, s.cpus);
                 stack[n].summary.union_with(&sum);
             }
             None if n + 1 >= bounds.max_depth => {
                 // Reached, not expanded: unknown below.
                 let top = s.intern(Summary(None));
-                s.seen.insert(key, Seen::Done(top));
+                s.seen.insert(key, Seen::Done(top, concrete));
                 apply_summary(&mut stack, &Summary(None), s.cpus);
                 if next.any_enabled() {
                     s.bounded = Some("max_depth");
@@ -204,7 +227,7 @@ pub(crate) fn explore_dpor(
                     break;
                 }
                 s.seen.insert(key, Seen::OnStack((n + 1) as u32));
-                let f = s.frame(&next, key, &mut stack, &mut terminals);
+                let f = s.frame(&next, (key, concrete), &mut stack, &mut terminals);
                 stack.push(f);
                 s.depth = s.depth.max(n + 1);
             }
@@ -224,7 +247,7 @@ pub(crate) fn explore_dpor(
         counterexample: Vec::new(),
         bound: s.bounded,
         frontier: if s.bounded.is_some() { frontier } else { 0 },
-        symmetry: Vec::new(),
+        symmetry: groups.to_vec(),
     }
 }
 
@@ -346,7 +369,7 @@ impl Search {
     fn frame(
         &mut self,
         w: &World,
-        key: u64,
+        key: (u64, u64),
         stack: &mut [Frame],
         terminals: &mut Option<&mut Vec<u64>>,
     ) -> Frame {
@@ -374,7 +397,7 @@ impl Search {
         }
         if steps.is_empty() {
             if let Some(t) = terminals {
-                t.push(key);
+                t.push(key.0);
             }
         }
         Frame {
@@ -404,7 +427,7 @@ impl Search {
             summary = Summary(None);
         }
         let id = self.intern(summary);
-        self.seen.insert(f.key, Seen::Done(id));
+        self.seen.insert(f.key.0, Seen::Done(id, f.key.1));
         if let Some(parent) = stack.last_mut() {
             parent.summary.union_with(&self.summaries[id as usize]);
             parent.open = parent.open.min(f.open);
@@ -437,7 +460,13 @@ impl Search {
     /// Step `j` of the top frame (index `n`) was bad: the verdict, with a
     /// shortest counterexample where the unreduced breadth-first search
     /// bounded by this path's length finds one, else this path.
-    fn violation(&self, init: &World, stack: &[Frame], j: usize, n: usize) -> Outcome {
+    fn violation(
+        &self,
+        init: &World,
+        stack: &[Frame],
+        (j, n): (usize, usize),
+        groups: &[Vec<CpuId>],
+    ) -> Outcome {
         let mut path: Vec<u16> = stack[..n].iter().map(|f| f.taken as u16).collect();
         path.push(j as u16);
         let shortest = crate::explore_levels(
@@ -447,7 +476,7 @@ impl Search {
                 reduction: crate::Reduction::Off,
                 ..self.bounds
             },
-            &[],
+            groups,
         );
         let (depth, cx) = match shortest.verdict {
             "unsafe" => (shortest.depth, shortest.counterexample),
@@ -462,7 +491,7 @@ impl Search {
             counterexample: cx,
             bound: None,
             frontier: 0,
-            symmetry: Vec::new(),
+            symmetry: groups.to_vec(),
         }
     }
 }

@@ -236,7 +236,7 @@ pub fn explore(init: &World, bounds: Bounds) -> Outcome {
 /// full search's.
 pub fn explore_dpor_terminals(init: &World, bounds: Bounds) -> (Outcome, Vec<u64>) {
     let mut ends = Vec::new();
-    let o = dpor::explore_dpor(init, bounds, Some(&mut ends));
+    let o = dpor::explore_dpor(init, bounds, &[], Some(&mut ends));
     (o, ends)
 }
 
@@ -277,7 +277,7 @@ struct Succ {
 /// sets of CPU ids; empty: no reduction).
 pub fn explore_with(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcome {
     if bounds.reduction == Reduction::Dpor {
-        return dpor::explore_dpor(init, bounds, None);
+        return dpor::explore_dpor(init, bounds, groups, None);
     }
     let threads = THREADS.load(Ordering::Relaxed);
     if threads == 0 {

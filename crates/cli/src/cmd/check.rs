@@ -33,9 +33,9 @@ pub struct Args {
     /// Partial-order reduction: `sleep` (sleep sets over the steps'
     /// recorded footprints: the same states by fewer transitions), `dpor`
     /// or `on` (stateful dynamic partial-order reduction: fewer states
-    /// where steps of different CPUs commute; depth-first, without the
-    /// symmetry reduction), `off` (the default: breadth-first, every
-    /// interleaving). Verdicts do not depend on it.
+    /// where steps of different CPUs commute; depth-first), `off` (the
+    /// default: breadth-first, every interleaving). Verdicts do not
+    /// depend on it.
     #[arg(long, default_value = "off", value_parser = ["on", "off", "sleep", "dpor"])]
     reduction: String,
     /// Memory model: `arch` (x86-TSO on x86, the weak model on arm64
