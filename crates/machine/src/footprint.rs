@@ -133,14 +133,34 @@ impl Footprint {
     }
 }
 
-/// `into` := the sorted union of sorted `into` and `from`.
+/// `into` := the sorted union of sorted `into` and `from` (one linear
+/// merge; nothing to do when `from` adds nothing).
 fn merge(into: &mut Vec<Obj>, from: &[Obj]) {
-    if from.iter().all(|o| into.binary_search(o).is_ok()) {
+    if from.is_empty() || from.iter().all(|o| into.binary_search(o).is_ok()) {
         return;
     }
-    into.extend_from_slice(from);
-    into.sort_unstable();
-    into.dedup();
+    let mut out = Vec::with_capacity(into.len() + from.len());
+    let (mut i, mut j) = (0, 0);
+    while i < into.len() && j < from.len() {
+        match into[i].cmp(&from[j]) {
+            std::cmp::Ordering::Less => {
+                out.push(into[i]);
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                out.push(from[j]);
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                out.push(into[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&into[i..]);
+    out.extend_from_slice(&from[j..]);
+    *into = out;
 }
 
 /// Do two sorted lists share no element?
@@ -236,9 +256,14 @@ fn log(o: Obj, write: bool) {
     if ON.with(|on| on.get()) {
         LOG.with(|l| {
             let mut l = l.borrow_mut();
-            match write {
-                true => l.writes.push(o),
-                false => l.reads.push(o),
+            let v = match write {
+                true => &mut l.writes,
+                false => &mut l.reads,
+            };
+            // A step reads the same object many times in a row (a CPU's
+            // fields): keep one of each run ([`take`] sorts the rest out).
+            if v.last() != Some(&o) {
+                v.push(o);
             }
         });
     }
@@ -261,6 +286,31 @@ mod tests {
         assert!(!f(&[], &[a]).independent(&f(&[], &[a])));
         let all = f(&[], &[Obj::new(kind::ALL, 0)]);
         assert!(!all.independent(&f(&[], &[])));
+    }
+
+    #[test]
+    fn a_union_is_sorted_and_without_repeats() {
+        let o = |i| Obj::new(kind::FRAME, i);
+        let mut f = Footprint {
+            reads: vec![o(1), o(4), o(6)],
+            writes: vec![o(2)],
+        };
+        f.union_with(&Footprint {
+            reads: vec![o(0), o(4), o(5), o(9)],
+            writes: vec![],
+        });
+        assert_eq!(f.reads, vec![o(0), o(1), o(4), o(5), o(6), o(9)]);
+        assert_eq!(f.writes, vec![o(2)]);
+        // Whatever either conflicts with, the union conflicts with.
+        let w5 = Footprint {
+            reads: vec![],
+            writes: vec![o(5)],
+        };
+        assert!(!f.independent(&w5));
+        assert!(f.independent(&Footprint {
+            reads: vec![o(3)],
+            writes: vec![],
+        }));
     }
 
     #[test]
