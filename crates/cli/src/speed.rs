@@ -366,8 +366,9 @@ pub fn goals(crow: &[CheckRow], srow: &[SimRow]) -> Vec<String> {
     }
     for r in crow {
         out.push(format!(
-            "goal: {} >= {:.0}k states/s on {} threads: {:.0}k: {}; <= {GOAL_BYTES_PER_STATE} B/state: {:.0}: {}",
+            "goal: {} (reduction {}) >= {:.0}k states/s on {} threads: {:.0}k: {}; <= {GOAL_BYTES_PER_STATE} B/state: {:.0}: {}",
             r.check,
+            reduction_name(r.reduction),
             GOAL_STATES_PER_S / 1e3,
             r.threads,
             r.states_per_s / 1e3,
