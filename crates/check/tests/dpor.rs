@@ -101,3 +101,31 @@ fn dpor_explores_fewer_states_where_steps_commute() {
         assert_eq!(dpor.symmetry.is_empty(), !symmetry);
     }
 }
+
+/// A bounded search names its bound and keeps what it reached, as the
+/// breadth-first search does: the state bound stops it at that many
+/// states; the depth bound leaves states unexpanded at that depth (the
+/// deepest state explored is one step above it).
+#[test]
+fn dpor_names_the_bound_that_stopped_it() {
+    let c = check::configs::find("x86_madvise_race").expect("in the catalogue");
+    let run = |max_states, max_depth| {
+        let b = Bounds {
+            max_states,
+            max_depth,
+            ..bounds(Reduction::Dpor)
+        };
+        run_with(c, &[], b, true, None).expect("builds")
+    };
+    let o = run(100, 400);
+    assert_eq!(
+        (o.verdict, o.bound, o.states),
+        ("bounded", Some("max_states"), 100)
+    );
+    assert!(o.frontier > 0);
+    let o = run(2_000_000, 10);
+    assert_eq!((o.verdict, o.bound), ("bounded", Some("max_depth")));
+    assert_eq!(o.depth, 9);
+    let o = run(2_000_000, 400);
+    assert_eq!((o.verdict, o.bound, o.frontier), ("safe", None, 0));
+}
