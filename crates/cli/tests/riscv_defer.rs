@@ -23,14 +23,35 @@ fn remote_flush_by_ipi_or_sbi() {
 }
 
 /// Every remote target a flush kept is IPI'd: it had the ASID loaded
-/// (running or idle after the mm) or its queue was full. An IPI to a hart
-/// whose `call_single_queue` is already non-empty is coalesced, so the CAL
-/// row may fall short of the targets by the few that coincide.
+/// (running or idle after the mm) or its queue was full. Counted as the
+/// modelled path does it:
+/// - each kept target gets exactly one csd (`FlushTlbRange::step`'s
+///   `count_kept`, then `smp_call_function_many_cond` in kernel_smp.rs
+///   queues one per target of the mask): `csd_queued == kept`;
+/// - a csd sends an IPI only when the target's `call_single_queue` was
+///   empty, and only the interrupt that IPI raises empties it
+///   (`sysvec_call_function`), so every IPI sent is taken once, in the CAL
+///   row: `CAL == ipis_sent`; the rest of the csds, `kept - ipis_sent`,
+///   were coalesced into an interrupt already pending.
+///
+/// How many coalesce is not derived: it needs two initiators' csds on one
+/// hart within one `ipi_delivery`, a matter of timing (mmapstress01's mms
+/// are single-threaded, so only overflowing queues and a switch between
+/// two enqueues make it possible; runs at seeds 1-3 coalesced none). The
+/// 1 % bound this replaces was read off a run. What must hold is asserted
+/// instead: a lost IPI leaves its initiator in `csd_lock_wait` for good,
+/// so every measured task finishing (`End::Done`, every fork counted)
+/// shows that no kept target was left without its interrupt.
 fn assert_accounted(d: &sim::Report) {
     let a = &d.arch;
     let kept = a["defer_ipi_running"] + a["defer_ipi_loaded"] + a["deferred_overflows"];
     let cal = total(d, "CAL");
-    assert!(cal <= kept && kept - cal <= kept / 100, "CAL {cal}: {a:?}");
+    assert_eq!(a["csd_queued"], kept, "one csd per kept target: {a:?}");
+    assert_eq!(cal, a["ipis_sent"], "every IPI taken once: {a:?}");
+    assert!(cal <= kept && cal > 0, "CAL {cal}: {a:?}");
+    assert_eq!(d.end, sim::End::Done, "a flush never completed: {a:?}");
+    let forks = d.scenario["workload"]["iterations"].as_u64().unwrap();
+    assert_eq!(ops(d), forks, "every fork of the run completed");
 }
 
 /// The noise knob `machine.migrate_pct` (random moves at 30 % of the
@@ -140,16 +161,38 @@ fn safe_variants_have_no_violations_across_seeds() {
 /// Reading `loaded_asid` before publishing the queued flush loses the
 /// race with `switch_mm`: the hart applies an empty queue and keeps a stale
 /// entry to a page that is then freed.
+///
+/// Two runs whose difference the mechanism dictates, on the same seeds: the
+/// seed's order (`Pc::Enqueue`, `smp_mb`, `Pc::CheckLoaded` in
+/// arch/riscv/tlbflush.rs) cannot lose the race, so it must show no
+/// violation; the unordered one (`Pc::ReadLoadedFirst`, then
+/// `Pc::EnqueueLate`) can, and every violation it shows must be this race
+/// (invariant 1 after an unordered read). How often a seed's run hits the
+/// window is timing (a hart must switch into the mm between two steps of
+/// the flusher) and is not derived: the former "at least 2 of 4 seeds" was
+/// read off runs (seeds 1-8 now all hit it, 1 to 64 violations each). That
+/// the window is reachable at all is proved by the exhaustive check
+/// `unsafe_riscv_unordered_enqueue`; here the simulator must reach it in
+/// at least one seed.
 #[test]
 fn unordered_enqueue_is_caught() {
     let mut hits = 0;
     for seed in 1..=4u64 {
         let sd = format!("seed={seed}");
+        let ordered = run(&scenario("defer-race", &[&sd]));
+        assert!(
+            ordered.violations.is_empty(),
+            "seed {seed}, ordered: {:?}",
+            ordered.violations[0]
+        );
         let r = run(&scenario(
             "defer-race",
             &[&sd, "riscv.unordered_enqueue=true"],
         ));
-        if let Some(v) = r.violations.iter().find(|v| v.invariant == 1) {
+        for v in &r.violations {
+            assert_eq!(v.invariant, 1, "seed {seed}: {}", v.what);
+        }
+        if let Some(v) = r.violations.first() {
             hits += 1;
             assert!(
                 v.trace.iter().any(|l| l.contains("BEFORE enqueueing")),
@@ -158,7 +201,7 @@ fn unordered_enqueue_is_caught() {
             );
         }
     }
-    assert!(hits >= 2, "the race showed in {hits} of 4 seeds");
+    assert!(hits >= 1, "the race showed in none of 4 seeds");
 }
 
 /// The v1 bug: a deferred kernel-range flush leaves global entries behind.
@@ -183,23 +226,39 @@ fn deferred_kernel_flush_is_caught() {
     }
 }
 
-/// The reviewers' question: lat_pagefault does not flush remotely, so it
-/// is unchanged; lat_mmap defers nothing (its harts keep its ASID loaded)
-/// and pays only `should_ipi_flush`'s read of each target's `loaded_asid`
-/// line (a few percent, not more).
+/// The reviewers' question: do lmbench's latencies regress? Not at all,
+/// by the mechanism: each benchmark is one process that the fair class
+/// never moves off its hart (docs/placement.md), so its `mm_cpumask` holds
+/// that hart alone and `__flush_tlb_range` (`FlushTlbRange::step`,
+/// `Pc::Start`) takes the local-only branch before the seed's deferral is
+/// reached (`may_defer`); nothing is sent, queued or read remotely, so the
+/// op latencies are the same to the nanosecond. (The bounds this replaces,
+/// 1.001x and 1.05x of the mean, were read off runs; the harts a migrated
+/// process leaves keep its ASID loaded and are IPI'd, not queued:
+/// [`loaded_targets_are_not_enqueued`].)
 #[test]
 fn lmbench_latencies_do_not_regress() {
-    for (sc, iters, bound) in [
-        ("lat-pagefault", "workload.iterations=40", 1.001),
-        ("lat-mmap", "workload.iterations=3000", 1.05),
+    for (sc, iters) in [
+        ("lat-pagefault", "workload.iterations=40"),
+        ("lat-mmap", "workload.iterations=3000"),
     ] {
         let base = run(&scenario(sc, &[iters]));
         let d = run(&scenario(sc, &[iters, DEFER]));
+        for r in [&base, &d] {
+            assert_eq!(total(r, "CAL"), 0, "{sc}: a remote flush");
+            assert_eq!(r.arch["defer_enqueues"], 0, "{sc}");
+            assert_eq!(r.arch["csd_queued"], 0, "{sc}");
+        }
         let (b, n) = (
-            base.main_op().unwrap().latency_ns.mean,
-            d.main_op().unwrap().latency_ns.mean,
+            &base.main_op().unwrap().latency_ns,
+            &d.main_op().unwrap().latency_ns,
         );
-        assert!(n < b * bound, "{sc}: {b} -> {n} ns");
+        assert_eq!(ops(&base), ops(&d), "{sc}");
+        assert_eq!(
+            (b.mean, b.p99, b.max),
+            (n.mean, n.p99, n.max),
+            "{sc}: mean, p99, max"
+        );
         assert!(d.violations.is_empty());
     }
 }
