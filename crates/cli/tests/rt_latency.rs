@@ -30,14 +30,16 @@ fn op<'a>(r: &'a sim::Report, name: &str) -> &'a sim::report::OpReport {
 ///
 /// By memorylessness the rest of a long window is again exponential with
 /// mean `L`, so `P(latency > x) ~ share x e^(-x/L)` in the tail and the
-/// p99.9 of the two differ by `L ln(P / q)` (2.74 ms here). The windows are
-/// few (a few dozen per run) and one target's window holds up every CPU's
-/// wake-up at once, so one run's gap is a noisy estimate: the mean over
-/// seeds 1-4 is checked within 0.5-1.5x of the derived gap. (Seeds 1-4 gave
-/// 2.65, 1.72, 2.91, 1.94 ms, mean 2.31, and seed 1 alone was checked;
-/// since issue 15 item 10 the fault and madvise lock lines shift the
-/// engine's random stream, which draws the IRQ-off windows too: 4.74, 2.30,
-/// 1.81, 0.40 ms, mean 2.31. The mechanism's expectation did not move.)
+/// p99.9 of the two differ by `L ln(P / q)` (2.74 ms here) in expectation.
+/// One run's p99.9 is set by its few longest windows (one target's window
+/// holds up every CPU's wake-up at once), so its spread is of the order of
+/// `L` itself: seeds 1-4 gave gaps of 4.74, 2.30, 1.81 and 0.40 ms. The
+/// 0.5-1.5x band around the derived gap that stood here was read off such
+/// runs; a tolerance for the mean of four seeds would need the law of the
+/// 8th-largest of 8,000 correlated latencies, which is not derived. What
+/// the mechanism dictates is asserted instead: the tail thresholds above
+/// (`tau` against p99 and p99.9 of each variant, from `q` and `P`) and the
+/// ordering of the two variants' p99.9, mean over the seeds.
 #[test]
 fn preemptible_flush_cuts_the_latency_tail_not_the_throughput() {
     let sc = scenario("rt-latency", &[]);
@@ -80,8 +82,8 @@ fn preemptible_flush_cuts_the_latency_tail_not_the_throughput() {
         .sum::<f64>()
         / 4.0;
     assert!(
-        measured > 0.5 * gap && measured < 1.5 * gap,
-        "p99.9 gap {measured} ns, derived {gap} ns"
+        measured > 0.0,
+        "p99.9 gap {measured} ns (expected {gap} ns): upstream's tail is not longer"
     );
     // The maximum is set by the longest IRQ-off window that hits some
     // wake-up: on the RT CPU itself (both variants) or, upstream only, on
@@ -91,31 +93,52 @@ fn preemptible_flush_cuts_the_latency_tail_not_the_throughput() {
     // chance (issue 15: with the all-but-self shorthand IPI the seed's max
     // drew 3.63 ms, upstream's 3.27 ms). The mechanism bound is below: with
     // no long windows the preemptible flush's maximum is tens of us.
-    // Throughput: the same work either way; one run's madvise/s moves a
-    // few percent with where the long windows fall (seeds 1-3 gave +0.8,
-    // -4.6, +1.2 % before issue 15 item 10, +5.0, +0.3, -2.2 % after), so
-    // the mean ratio over the four seeds is checked.
+    // Throughput: the same work either way (the preemptible flush changes
+    // only what runs on the initiator's CPU during the wait), so the
+    // expected madvise/s ratio is 1; its spread comes from the long
+    // windows. Every flusher IPIs every other CPU, so while any CPU sits in
+    // a long window the whole storm waits on it: a run of `T` = iterations
+    // x period loses the sum `S` of its long windows' lengths. Their number
+    // is Poisson with mean `k = irqoff_hz x irqoff_long_pct/100 x T x cpus`
+    // (32 here), each exponential with mean `L`, so (compound Poisson)
+    // `sd(S) = sqrt(k x E[X^2]) = L sqrt(2k)` and one run's madvise/s has a
+    // relative sd of `sd(S) / T` (1.6 %; overlapping windows only lower
+    // it). The two variants draw their windows independently (they use
+    // the RNG differently), so a seed's ratio has sqrt(2) that and the mean
+    // of four seeds half of it: the ratio must lie within 3 sd of 1.
+    // (Observed per seed: +5.0, +0.3, -2.2 %; the former bound, 3 %, was
+    // read off them.)
+    let t_ns = sc.workload.iterations as f64 * sc.workload.period_us as f64 * 1e3;
+    let k = m.irqoff_hz as f64 * m.irqoff_long_pct as f64 / 100.0 * t_ns / 1e9 * m.cpus as f64;
+    let sd_run = long * (2.0 * k).sqrt() / t_ns;
+    let sd_mean = sd_run * 2f64.sqrt() / 2.0;
     let ratio = runs
         .iter()
         .map(|(up, pre)| op(pre, "madvise").per_sec / op(up, "madvise").per_sec)
         .sum::<f64>()
         / 4.0;
     assert!(
-        (ratio - 1.0).abs() < 0.03,
-        "madvise/s seed/upstream {ratio}"
+        (ratio - 1.0).abs() < 3.0 * sd_mean,
+        "madvise/s seed/upstream {ratio}, sd of the mean {sd_mean}"
     );
     for (up, pre) in &runs {
         assert!(up.violations.is_empty() && pre.violations.is_empty());
     }
-    // Without IRQ-off windows on the RT CPUs' own timers' way, and no long
-    // tail, the preemptible flush leaves only the short non-preemptible
-    // parts: the maximum is tens of microseconds.
+    // Without the long tail the preemptible flush leaves a wake-up behind
+    // only a short IRQ-off window (exponential, mean `irqoff_short`) and
+    // the flush's short non-preemptible parts (a few us). The run draws
+    // about `irqoff_hz x T x cpus` = 1,600 short windows; the chance that
+    // any reaches `tau` = 20 x `irqoff_short` (100 us) is below
+    // 1,600 x e^-20 = 3e-6, so the maximum stays below `tau`.
     let quiet = rt(&[
         "x86.flush_tlb_info=stack_aligned",
         "x86.preemptible_flush=true",
         "machine.irqoff_long_pct=0",
     ]);
-    assert!(op(&quiet, "rt_wakeup_latency").latency_ns.max < 100_000);
+    let windows = m.irqoff_hz as f64 * t_ns / 1e9 * m.cpus as f64;
+    assert!(windows * (-20f64).exp() < 1e-5, "{windows} short windows");
+    let qmax = op(&quiet, "rt_wakeup_latency").latency_ns.max;
+    assert!((qmax as f64) < tau, "quiet max {qmax} >= tau {tau}");
 }
 
 /// The per-CPU `flush_tlb_info` with preemption on: refused as a scenario
