@@ -79,7 +79,9 @@ impl Renaming<'_> {
     }
     /// A program with `fork`'s child CPUs renamed (shared as is when it forks nothing).
     fn prog(&self, p: &Arc<[UserOp]>) -> Arc<[UserOp]> {
-        if !p.iter().any(|op| matches!(op, UserOp::Fork { .. })) {
+        let names_cpu =
+            |op: &UserOp| matches!(op, UserOp::Fork { .. } | UserOp::SchedSetaffinity { .. });
+        if !p.iter().any(names_cpu) {
             return p.clone();
         }
         p.iter()
@@ -87,6 +89,9 @@ impl Renaming<'_> {
                 UserOp::Fork { child_cpu, child } => UserOp::Fork {
                     child_cpu: self.cpu(*child_cpu),
                     child: self.prog(child),
+                },
+                UserOp::SchedSetaffinity { cpu } => UserOp::SchedSetaffinity {
+                    cpu: self.cpu(*cpu),
                 },
                 other => other.clone(),
             })

@@ -95,6 +95,10 @@ pub enum UserOp {
     KernelRead { obj: u8 },
     /// `sched_yield()`: let the next task on this CPU's runqueue run.
     Yield,
+    /// `sched_setaffinity(0, {cpu})`: the task may run on `cpu` only and
+    /// moves there at once if it runs elsewhere (a benchmark's child
+    /// pinning itself after it was born on its parent's CPU).
+    SchedSetaffinity { cpu: CpuId },
     /// cyclictest's loop: `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME,
     /// next)` with `next += period_ns`; the driver starts op `op` when the
     /// timer expires, so the `OpEnd(op)` after it measures wake-up latency.
@@ -439,6 +443,12 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             fx.cost(Cost::SyscallEntryExit, 1);
             advance(w);
             crate::sched::core::scheduler_tick(w, cpu, None, fx);
+            Flow::Yield
+        }
+        UserOp::SchedSetaffinity { cpu: to } => {
+            fx.cost(Cost::SyscallEntryExit, 1);
+            advance(w);
+            crate::sched::core::sched_setaffinity(w, cpu, t, to, fx);
             Flow::Yield
         }
         UserOp::Wait => {

@@ -9,6 +9,7 @@ use kernel::World;
 use machine::{Error, Scenario, HPAGE_SIZE, PAGE_SIZE};
 
 pub mod defer_race;
+pub mod fork_exit;
 pub mod hugetlb;
 pub mod khugepaged;
 pub mod madvise_dontneed;
@@ -47,6 +48,8 @@ pub fn catalogue() -> Vec<WorkloadInfo> {
         usemem::USEMEM,
         usemem::COW_RACE,
         mmapstress::MMAPSTRESS01,
+        fork_exit::FORK_EXIT,
+        fork_exit::FORK_EXIT_PLACED,
         mmapstress::LAT_PAGEFAULT,
         mmapstress::LAT_MMAP,
         defer_race::DEFER_RACE,
@@ -147,6 +150,17 @@ const DEFAULTS: &[(&str, &str, &str)] = &[
     ),
     (
         "mmapstress01",
+        "mmapstress01",
+        include_str!("../../../scenarios/mmapstress01.toml"),
+    ),
+    // The guests' fork rows run mmapstress01's machine.
+    (
+        "fork_exit",
+        "mmapstress01",
+        include_str!("../../../scenarios/mmapstress01.toml"),
+    ),
+    (
+        "fork_exit_placed",
         "mmapstress01",
         include_str!("../../../scenarios/mmapstress01.toml"),
     ),

@@ -492,9 +492,18 @@ pub fn cross_rows(
         // QEMU's virt machine: one cluster, no cache nodes, so the MC
         // domain spans every vCPU and is the LLC (arch_topology.c:
         // cpu_coregroup_mask); the model's `flat` topology.
+        // Each row's own shape: the benchmark's placement (a child born on
+        // CPU0 that pins itself, or born on its own CPU) or LTP's (the
+        // fair class places every task).
+        let workload = match label {
+            "one" => "workload.name=fork_exit",
+            "placed" => "workload.name=fork_exit_placed",
+            _ => "workload.name=mmapstress01",
+        };
         let mf = run(
             "mmapstress01",
             &[
+                workload.into(),
                 "machine.migrate_pct=0".into(),
                 "machine.topology=flat".into(),
                 format!("workload.threads={children}"),

@@ -21,15 +21,7 @@ pub fn scheduler_tick(w: &mut World, cpu: CpuId, migrate_to: Option<CpuId>, fx: 
         fair::sched_balance_trigger(w, cpu, fx);
     }
     match migrate_to {
-        Some(to) if to != cpu => {
-            w.counters.sched_migrations += 1;
-            w.set_curr(cpu, None);
-            let task = &mut w.tasks[t as usize];
-            task.state = TaskState::Runnable;
-            task.cpu = to;
-            w.cpus[to as usize].rq.push_back(t);
-            fx.wake(to);
-        }
+        Some(to) if to != cpu => move_running_task(w, cpu, t, to, fx),
         _ => {
             if w.cpus[c].rq.is_empty() {
                 return;
@@ -39,6 +31,34 @@ pub fn scheduler_tick(w: &mut World, cpu: CpuId, migrate_to: Option<CpuId>, fx: 
             w.cpus[c].rq.push_back(t);
         }
     }
+    schedule(w, cpu, fx);
+}
+
+/// The running task `t` leaves `cpu` for the tail of `to`'s runqueue
+/// (the caller then schedules `cpu`).
+fn move_running_task(w: &mut World, cpu: CpuId, t: TaskId, to: CpuId, fx: &mut Effects) {
+    w.counters.sched_migrations += 1;
+    w.set_curr(cpu, None);
+    let task = &mut w.tasks[t as usize];
+    task.state = TaskState::Runnable;
+    task.cpu = to;
+    w.cpus[to as usize].rq.push_back(t);
+    fx.wake(to);
+}
+
+/// kernel/sched/core.c: `sched_setaffinity` → `__set_cpus_allowed_ptr`
+/// with a one-CPU mask, for the calling task `t` on `cpu`: it is no longer
+/// allowed everywhere (the fair class stops placing it), and if `to` is
+/// another CPU, `affine_move_task` moves it there at once (the stopper's
+/// `migration_cpu_stop` → `move_queued_task`), leaving `cpu` to schedule.
+/// Its mm stays loaded where it ran, as after any migration.
+pub fn sched_setaffinity(w: &mut World, cpu: CpuId, t: TaskId, to: CpuId, fx: &mut Effects) {
+    w.tasks[t as usize].cpus_allowed_all = false;
+    if to == cpu || to as usize >= w.cpus.len() {
+        return;
+    }
+    move_running_task(w, cpu, t, to, fx);
+    w.cpus[to as usize].fair.idle_stamp = None;
     schedule(w, cpu, fx);
 }
 

@@ -1,0 +1,71 @@
+//! The guests' fork rows as the benchmark places its tasks
+//! (`workloads::fork_exit`): counts derived from the mechanism, which the
+//! riscv64 guest's fork+exit row (~105 CAL per fork, docs/guests.md) is
+//! compared with by `validate --guest --arch riscv64`.
+mod common;
+use common::*;
+use workloads::fork_exit::CHILD_ROUNDS;
+
+fn fork_row(workload: &str, arch: &str, extra: &[&str]) -> sim::Report {
+    let name = format!("workload.name={workload}");
+    let arch = format!("machine.arch={arch}");
+    let mut sets = vec![
+        name.as_str(),
+        arch.as_str(),
+        "machine.cpus=4",
+        "machine.topology=flat",
+        "machine.migrate_pct=0",
+        "workload.threads=1",
+        "workload.iterations=30",
+    ];
+    sets.extend_from_slice(extra);
+    let r = run(&scenario("mmapstress01", &sets));
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+    assert_eq!(r.arch["forks"], 30);
+    r
+}
+
+/// A child born on CPU0 (its parent's CPU, by the inherited affinity)
+/// loads its mm there before it pins itself elsewhere. With ASIDs a RISC-V
+/// hart never leaves an mm's `mm_cpumask`, so each of the child's munmaps
+/// (one `flush_tlb_range`) and its exit (`flush_tlb_mm`) IPIs CPU0 and no
+/// other hart: `CHILD_ROUNDS + 1` CAL per fork, all on CPU0. Without ASIDs
+/// the same: the parent sleeps in `wait()`, so CPU0 idles lazily in the
+/// child's mm (no `switch_mm`, whose clearing of the bit is the no-ASID
+/// difference) until the child's exit wakes the parent.
+#[test]
+fn a_child_born_on_cpu0_leaves_cpu0_in_its_mask_on_riscv() {
+    let r = fork_row("fork_exit", "riscv", &[]);
+    let per_fork = CHILD_ROUNDS as u64 + 1;
+    assert_eq!(total(&r, "CAL"), 30 * per_fork);
+    assert_eq!(r.interrupts.cal[0], 30 * per_fork, "all on CPU0");
+    // The move itself is the benchmark's sched_setaffinity, one per child.
+    assert_eq!(r.arch["sched_migrations"], 30);
+    let noasid = fork_row("fork_exit", "riscv", &["riscv.asid_bits=0"]);
+    assert_eq!(noasid.interrupts.cal, r.interrupts.cal);
+}
+
+/// Born on its own CPU, the child's mm is loaded there only: its flushes
+/// are local, no IPI, and nothing moves.
+#[test]
+fn a_child_born_on_its_own_cpu_flushes_locally() {
+    let r = fork_row("fork_exit_placed", "riscv", &[]);
+    assert_eq!(total(&r, "CAL"), 0);
+    assert_eq!(r.arch["sched_migrations"], 0);
+}
+
+/// On arm64 the same flushes are broadcast TLBIs, no IPI: one `TLBI ..IS`
+/// per munmap of the one page and one for the exit's `flush_tlb_mm`,
+/// wherever the child was born.
+#[test]
+fn arm64_broadcasts_the_same_flushes() {
+    for workload in ["fork_exit", "fork_exit_placed"] {
+        let r = fork_row(workload, "arm64", &[]);
+        assert_eq!(total(&r, "CAL"), 0, "{workload}");
+        assert_eq!(
+            r.arch["tlbi_is"],
+            30 * (CHILD_ROUNDS as u64 + 1),
+            "{workload}"
+        );
+    }
+}
