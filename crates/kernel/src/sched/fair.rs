@@ -635,10 +635,22 @@ pub fn sched_balance_rq(
 /// let the fair class place it? (Worlds whose tasks
 /// are all pinned, the checker's among them, never touch the balancing
 /// state.)
+///
+/// For a footprint it reads the number of tasks and the tasks allowed on
+/// every CPU only: `cpus_allowed_all` is set by the step that creates the
+/// task (which writes that number) and never changed after, so a step of
+/// another CPU can change the answer only by creating a task or by
+/// writing one of those.
 pub fn placement_active(w: &World) -> bool {
-    w.tasks
-        .iter()
-        .any(|t| t.cpus_allowed_all && t.state != TaskState::Exited)
+    if !machine::footprint::recording() {
+        return w
+            .tasks
+            .iter()
+            .any(|t| t.cpus_allowed_all && t.state != TaskState::Exited);
+    }
+    let n = w.tasks.len();
+    let placeable = |i: usize| machine::footprint::paused(|| w.tasks[i].cpus_allowed_all);
+    (0..n).any(|i| placeable(i) && w.tasks[i].state != TaskState::Exited)
 }
 
 /// kernel/sched/fair.c: `update_sd_lb_stats`'s `sds->prefer_sibling`: the
