@@ -90,8 +90,9 @@ pub fn audit(init: &World, max_states: usize) -> Audit {
     out
 }
 
-/// An object's kind, as the audit counts conflicts (a field or frame
-/// by its index; a CPU, task, mm or store buffer by its kind).
+/// An object's kind, as the audit counts conflicts (a field of the world
+/// by its index, a field of an mm by its name; a CPU, task, mm, store
+/// buffer or frame by its kind).
 fn kind_name(o: machine::footprint::Obj) -> String {
     use machine::footprint::kind;
     let i = o.0 & 0x00ff_ffff;
@@ -106,6 +107,11 @@ fn kind_name(o: machine::footprint::Obj) -> String {
         kind::WEAK_LOC => "weak_loc".into(),
         kind::WEAK_VIEW => "weak_view".into(),
         kind::LEN => format!("len{i}"),
+        kind::MM_FIELD => {
+            let f = i as usize % 32;
+            let name = kernel::world::mm_field::NAMES.get(f).unwrap_or(&"?");
+            format!("mm.{name}")
+        }
         k => format!("kind{k}"),
     }
 }

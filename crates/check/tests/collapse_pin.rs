@@ -25,7 +25,7 @@ enum End {
 
 fn end(w: &World) -> End {
     let pmd = kernel::mm::gup::read_pmd(w, 1, 0x7f00_0000_0000).unwrap().1;
-    match (w.tasks[0].us.ret, w.mms[1].tlb_gen) {
+    match (w.tasks[0].us.ret, *w.mms[1].tlb_gen) {
         (0, _) => {
             assert!(pte::huge(pmd));
             End::Collapsed

@@ -61,7 +61,7 @@ fn spinners(cpus: u32, zaps: u64, last: u32) -> Sim {
 fn two_cpus_never_get_a_global_asid() {
     let sim = spinners(2, 10, 20);
     let c = &sim.world.counters;
-    assert_eq!(sim.world.mms[1].global_asid, 0);
+    assert_eq!(*sim.world.mms[1].global_asid, 0);
     assert_eq!(c.invlpgb, 0);
     assert_eq!(c.tlbsync, 0);
     assert_eq!(c.irq_tlb[1], 11, "one TLB IPI per flush");
@@ -80,8 +80,8 @@ fn four_active_cpus_get_a_global_asid_and_the_ipis_stop() {
     let (zaps, last) = (10u64, 20u64);
     let sim = spinners(4, zaps, last as u32);
     let (w, c) = (&sim.world, &sim.world.counters);
-    assert_eq!(w.mms[1].global_asid as usize, TLB_NR_DYN_ASIDS);
-    assert!(!w.mms[1].asid_transition, "every CPU moved over");
+    assert_eq!(*w.mms[1].global_asid as usize, TLB_NR_DYN_ASIDS);
+    assert!(!*w.mms[1].asid_transition, "every CPU moved over");
     for cpu in 1..4 {
         assert_eq!(
             c.irq_tlb[cpu], 2,
@@ -106,6 +106,6 @@ fn four_active_cpus_get_a_global_asid_and_the_ipis_stop() {
 #[test]
 fn three_cpus_are_not_enough() {
     let sim = spinners(3, 10, 20);
-    assert_eq!(sim.world.mms[1].global_asid, 0);
+    assert_eq!(*sim.world.mms[1].global_asid, 0);
     assert_eq!(sim.world.counters.invlpgb, 0);
 }

@@ -38,6 +38,9 @@ pub struct CowVec<T> {
     items: Vec<Arc<Slot<T>>>,
     /// The [`footprint`] kind its elements are recorded as (0: none).
     tag: u8,
+    /// The [`footprint`] kind its length is recorded under (0: none): the
+    /// object [`footprint::kind::LEN`] of that index.
+    len_tag: u8,
 }
 
 impl<T> CowVec<T> {
@@ -45,12 +48,14 @@ impl<T> CowVec<T> {
         CowVec {
             items: Vec::new(),
             tag: 0,
+            len_tag: 0,
         }
     }
 
-    /// Record accesses to the elements as objects of footprint kind `tag`.
+    /// Record accesses to the elements as objects of footprint kind `tag`
+    /// (and to the length under that kind).
     pub fn tagged(mut self, tag: u8) -> Self {
-        self.tag = tag;
+        self.set_tag(tag);
         self
     }
 
@@ -59,8 +64,26 @@ impl<T> CowVec<T> {
         self.tag
     }
 
+    /// Record accesses to the elements as objects of footprint kind `tag`
+    /// and to the length under that kind (0: none).
     pub fn set_tag(&mut self, tag: u8) {
         self.tag = tag;
+        self.len_tag = tag;
+    }
+
+    /// Record accesses to the length under footprint kind `tag` (0: none)
+    /// but none to the elements: for elements whose parts record their
+    /// own accesses ([`Field`]).
+    pub fn set_len_tag_only(&mut self, tag: u8) {
+        self.tag = 0;
+        self.len_tag = tag;
+    }
+
+    #[inline(always)]
+    fn read_len(&self) {
+        if self.len_tag != 0 {
+            footprint::note(Obj::new(footprint::kind::LEN, self.len_tag as usize), false);
+        }
     }
 
     #[inline(always)]
@@ -84,10 +107,13 @@ impl<T> CowVec<T> {
 
     /// Record an access to every element and to the length.
     fn touch_all(&self, write: bool) {
-        if self.tag == 0 || !footprint::recording() {
+        if self.len_tag == 0 || !footprint::recording() {
             return;
         }
-        footprint::read(|| Obj::new(footprint::kind::LEN, self.tag as usize));
+        self.read_len();
+        if self.tag == 0 {
+            return;
+        }
         for i in 0..self.items.len() {
             if write {
                 self.wrote(i)
@@ -98,9 +124,7 @@ impl<T> CowVec<T> {
     }
 
     pub fn len(&self) -> usize {
-        if self.tag != 0 {
-            footprint::note(Obj::new(footprint::kind::LEN, self.tag as usize), false);
-        }
+        self.read_len();
         self.items.len()
     }
 
@@ -109,8 +133,8 @@ impl<T> CowVec<T> {
     }
 
     pub fn push(&mut self, val: T) {
-        if self.tag != 0 {
-            footprint::note(Obj::new(footprint::kind::LEN, self.tag as usize), true);
+        if self.len_tag != 0 {
+            footprint::note(Obj::new(footprint::kind::LEN, self.len_tag as usize), true);
         }
         self.items.push(Arc::new(Slot {
             val,
@@ -187,6 +211,7 @@ impl<T> Clone for CowVec<T> {
         CowVec {
             items: self.items.clone(),
             tag: self.tag,
+            len_tag: self.len_tag,
         }
     }
 }
@@ -444,6 +469,84 @@ impl<T: Hash> Hash for Tracked<T> {
 }
 
 impl<T: fmt::Debug> fmt::Debug for Tracked<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.val.fmt(f)
+    }
+}
+
+/// A part of a vector's element recorded as its own [`footprint`] object
+/// (its containing [`CowVec`] then records the length only:
+/// [`CowVec::set_len_tag_only`]): while tracked, every access through it
+/// is a read or write of that object. Compares, hashes and prints as its
+/// value. It is not `Clone`: `x.field.clone()` clones the value, through
+/// a recorded read, and the element that holds it copies it with
+/// [`Field::dup`], keeping the object.
+pub struct Field<T> {
+    val: T,
+    /// The object its accesses are recorded as (`Obj(0)`: none).
+    obj: Obj,
+}
+
+impl<T> Field<T> {
+    /// `val`, not tracked until [`Field::track_as`].
+    pub fn new(val: T) -> Self {
+        Field { val, obj: Obj(0) }
+    }
+
+    /// Record accesses as ones to `obj` (`Obj(0)`: none).
+    pub fn track_as(&mut self, obj: Obj) {
+        self.obj = obj;
+    }
+
+    /// A copy of the value and the object, recording nothing (for the
+    /// `Clone` of the element that holds it).
+    pub fn dup(&self) -> Self
+    where
+        T: Clone,
+    {
+        Field {
+            val: self.val.clone(),
+            obj: self.obj,
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Field<T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        if self.obj.0 != 0 {
+            footprint::note(self.obj, false);
+        }
+        &self.val
+    }
+}
+
+impl<T> std::ops::DerefMut for Field<T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        if self.obj.0 != 0 {
+            footprint::note(self.obj, true);
+        }
+        &mut self.val
+    }
+}
+
+impl<T: PartialEq> PartialEq for Field<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.val == other.val
+    }
+}
+
+impl<T: Eq> Eq for Field<T> {}
+
+impl<T: Hash> Hash for Field<T> {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.val.hash(h)
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Field<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.val.fmt(f)
     }

@@ -175,12 +175,11 @@ impl Renaming<'_> {
         b
     }
     fn mm(&self, m: &Mm) -> Mm {
-        Mm {
-            cpumask: m.cpumask.permuted(self.cpu),
-            running: crate::world::Hint(m.running.0.permuted(self.cpu)),
-            mmap_lock_writer: m.mmap_lock_writer.map(|t| self.task(t)),
-            ..m.clone()
-        }
+        let mut n = m.clone();
+        *n.cpumask = m.cpumask.permuted(self.cpu);
+        n.running.0 = m.running.0.permuted(self.cpu);
+        *n.mmap_lock_writer = m.mmap_lock_writer.map(|t| self.task(t));
+        n
     }
 }
 

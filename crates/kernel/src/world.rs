@@ -12,7 +12,7 @@
 //! simulator calls it in time order, the checker in every order.
 
 use crate::arch::x86::tlb::{FlushTlbInfo, FlushTlbMmRange, TlbState};
-use crate::cow::Tracked;
+use crate::cow::{Field, Tracked};
 use crate::effects::{Effects, Label, Stat};
 use crate::kernel_smp::{Csd, SmpCallFunctionManyCond};
 use crate::mm::gup::GupFast;
@@ -415,39 +415,187 @@ pub struct SharedPmd {
 }
 
 /// `struct mm_struct` with the x86 `mm_context_t` parts the flush paths use.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+///
+/// Each field is recorded as its own footprint object (`mm_field`): two
+/// CPUs' steps that touch different parts of one mm (one takes the
+/// `mmap_lock`, the other sets its bit in `mm_cpumask`) are independent.
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct Mm {
-    pub id: MmId,
+    pub id: Field<MmId>,
     /// `mm->context.ctx_id`: never reused.
-    pub ctx_id: u64,
+    pub ctx_id: Field<u64>,
     /// `mm->context.tlb_gen`: bumped by every flush request.
-    pub tlb_gen: u64,
+    pub tlb_gen: Field<u64>,
     /// `mm->pgd`.
-    pub pgd: Pfn,
+    pub pgd: Field<Pfn>,
     /// `mm_cpumask(mm)`.
-    pub cpumask: CpuMask,
-    pub vmas: Vec<Vma>,
+    pub cpumask: Field<CpuMask>,
+    pub vmas: Field<Vec<Vma>>,
     /// `mm->context.next_trim_cpumask` (ns).
-    pub next_trim_cpumask: Time,
+    pub next_trim_cpumask: Field<Time>,
     /// `mmap_lock` held for write by this task.
-    pub mmap_lock_writer: Option<TaskId>,
+    pub mmap_lock_writer: Field<Option<TaskId>>,
     /// `mmap_lock` readers (`mmap_read_lock`, or a writer downgraded).
-    pub mmap_lock_readers: u16,
+    pub mmap_lock_readers: Field<u16>,
     /// PTE tables deposited under huge PMDs (`pmd_huge_pte`): (2 MiB address, table).
-    pub deposited: Vec<(u64, Pfn)>,
+    pub deposited: Field<Vec<(u64, Pfn)>>,
     /// arm64/RISC-V `mm->context.id`: ASID generation | ASID (0 = none yet).
-    pub context_id: u64,
+    pub context_id: Field<u64>,
     /// `mm->tlb_flush_pending`: mmu_gathers in progress on this mm
     /// (`inc_tlb_flush_pending` / `dec_tlb_flush_pending`).
-    pub tlb_flush_pending: u32,
+    pub tlb_flush_pending: Field<u32>,
     /// x86 `mm->context.global_asid` (0 = none; INVLPGB only).
-    pub global_asid: u16,
+    pub global_asid: Field<u16>,
     /// x86 `mm->context.asid_transition`: some CPU may still run the mm
     /// in a dynamic ASID, so flushes keep sending IPIs.
-    pub asid_transition: bool,
+    pub asid_transition: Field<bool>,
     /// The CPUs whose current task uses this mm (`cpu_curr(c)->mm == mm`),
     /// kept by [`World::set_curr`]: a cache of `Cpu::curr`, not state.
-    pub running: Hint<CpuSet>,
+    pub running: Field<Hint<CpuSet>>,
+}
+
+/// The fields of [`Mm`] as footprint objects: field `f` of `World::mms[i]`
+/// is object `i * 32 + f` of kind [`kind::MM_FIELD`].
+pub mod mm_field {
+    pub const ID: usize = 0;
+    pub const CTX_ID: usize = 1;
+    pub const TLB_GEN: usize = 2;
+    pub const PGD: usize = 3;
+    pub const CPUMASK: usize = 4;
+    pub const VMAS: usize = 5;
+    pub const NEXT_TRIM_CPUMASK: usize = 6;
+    pub const MMAP_LOCK_WRITER: usize = 7;
+    pub const MMAP_LOCK_READERS: usize = 8;
+    pub const DEPOSITED: usize = 9;
+    pub const CONTEXT_ID: usize = 10;
+    pub const TLB_FLUSH_PENDING: usize = 11;
+    pub const GLOBAL_ASID: usize = 12;
+    pub const ASID_TRANSITION: usize = 13;
+    pub const RUNNING: usize = 14;
+    /// Each field's name, by number.
+    pub const NAMES: [&str; 15] = [
+        "id",
+        "ctx_id",
+        "tlb_gen",
+        "pgd",
+        "cpumask",
+        "vmas",
+        "next_trim_cpumask",
+        "mmap_lock_writer",
+        "mmap_lock_readers",
+        "deposited",
+        "context_id",
+        "tlb_flush_pending",
+        "global_asid",
+        "asid_transition",
+        "running",
+    ];
+}
+
+impl Mm {
+    /// A new mm: no VMA, no CPU in its mask, `tlb_gen` 1, untracked.
+    pub fn new(id: MmId, ctx_id: u64, pgd: Pfn, nr_cpus: usize, next_trim_cpumask: Time) -> Mm {
+        Mm {
+            id: Field::new(id),
+            ctx_id: Field::new(ctx_id),
+            tlb_gen: Field::new(1),
+            pgd: Field::new(pgd),
+            cpumask: Field::new(CpuMask::new(nr_cpus)),
+            vmas: Field::new(Vec::new()),
+            next_trim_cpumask: Field::new(next_trim_cpumask),
+            mmap_lock_writer: Field::new(None),
+            mmap_lock_readers: Field::new(0),
+            deposited: Field::new(Vec::new()),
+            context_id: Field::new(0),
+            tlb_flush_pending: Field::new(0),
+            global_asid: Field::new(0),
+            asid_transition: Field::new(false),
+            running: Field::new(Hint(CpuSet::new(nr_cpus))),
+        }
+    }
+
+    /// Record each field's accesses as its own object of `World::mms[i]`
+    /// (`Some(i)`) or not at all (`None`). Every field is named here (and
+    /// in `Clone`): a field added to `Mm` and left out fails to compile.
+    pub fn track_footprints(&mut self, index: Option<usize>) {
+        let obj = |f: usize| match index {
+            Some(i) => Obj::new(kind::MM_FIELD, i * 32 + f),
+            None => Obj(0),
+        };
+        let Mm {
+            id,
+            ctx_id,
+            tlb_gen,
+            pgd,
+            cpumask,
+            vmas,
+            next_trim_cpumask,
+            mmap_lock_writer,
+            mmap_lock_readers,
+            deposited,
+            context_id,
+            tlb_flush_pending,
+            global_asid,
+            asid_transition,
+            running,
+        } = self;
+        id.track_as(obj(mm_field::ID));
+        ctx_id.track_as(obj(mm_field::CTX_ID));
+        tlb_gen.track_as(obj(mm_field::TLB_GEN));
+        pgd.track_as(obj(mm_field::PGD));
+        cpumask.track_as(obj(mm_field::CPUMASK));
+        vmas.track_as(obj(mm_field::VMAS));
+        next_trim_cpumask.track_as(obj(mm_field::NEXT_TRIM_CPUMASK));
+        mmap_lock_writer.track_as(obj(mm_field::MMAP_LOCK_WRITER));
+        mmap_lock_readers.track_as(obj(mm_field::MMAP_LOCK_READERS));
+        deposited.track_as(obj(mm_field::DEPOSITED));
+        context_id.track_as(obj(mm_field::CONTEXT_ID));
+        tlb_flush_pending.track_as(obj(mm_field::TLB_FLUSH_PENDING));
+        global_asid.track_as(obj(mm_field::GLOBAL_ASID));
+        asid_transition.track_as(obj(mm_field::ASID_TRANSITION));
+        running.track_as(obj(mm_field::RUNNING));
+    }
+}
+
+/// Each field copied with the object it is recorded as, nothing recorded
+/// (the copy-on-write copy of a shared mm).
+impl Clone for Mm {
+    fn clone(&self) -> Mm {
+        let Mm {
+            id,
+            ctx_id,
+            tlb_gen,
+            pgd,
+            cpumask,
+            vmas,
+            next_trim_cpumask,
+            mmap_lock_writer,
+            mmap_lock_readers,
+            deposited,
+            context_id,
+            tlb_flush_pending,
+            global_asid,
+            asid_transition,
+            running,
+        } = self;
+        Mm {
+            id: id.dup(),
+            ctx_id: ctx_id.dup(),
+            tlb_gen: tlb_gen.dup(),
+            pgd: pgd.dup(),
+            cpumask: cpumask.dup(),
+            vmas: vmas.dup(),
+            next_trim_cpumask: next_trim_cpumask.dup(),
+            mmap_lock_writer: mmap_lock_writer.dup(),
+            mmap_lock_readers: mmap_lock_readers.dup(),
+            deposited: deposited.dup(),
+            context_id: context_id.dup(),
+            tlb_flush_pending: tlb_flush_pending.dup(),
+            global_asid: global_asid.dup(),
+            asid_transition: asid_transition.dup(),
+            running: running.dup(),
+        }
+    }
 }
 
 /// A set of CPUs as plain bitmap words (model machinery, for caches such
@@ -1017,23 +1165,13 @@ impl World {
                 fair: Default::default(),
             })
             .collect();
-        let init_mm = Mm {
-            id: INIT_MM,
-            ctx_id: crate::arch::x86::tlb::INIT_MM_CTX_ID,
-            tlb_gen: 1,
-            pgd: kernel_pgd,
-            cpumask: CpuMask::new(n),
-            vmas: Vec::new(),
-            next_trim_cpumask: 0,
-            mmap_lock_writer: None,
-            mmap_lock_readers: 0,
-            deposited: Vec::new(),
-            context_id: 0,
-            tlb_flush_pending: 0,
-            global_asid: 0,
-            asid_transition: false,
-            running: Hint(CpuSet::new(n)),
-        };
+        let init_mm = Mm::new(
+            INIT_MM,
+            crate::arch::x86::tlb::INIT_MM_CTX_ID,
+            kernel_pgd,
+            n,
+            0,
+        );
         Ok(World {
             cfg: cfg.into(),
             now: 0,
@@ -1086,23 +1224,18 @@ impl World {
     pub fn mm_alloc(&mut self) -> Result<MmId, Error> {
         let pgd = self.mem.alloc(FrameUse::Table(4))?;
         let id = self.mms.len() as MmId;
-        self.mms.push(Mm {
+        let mut mm = Mm::new(
             id,
-            ctx_id: *self.next_ctx_id,
-            tlb_gen: 1,
+            *self.next_ctx_id,
             pgd,
-            cpumask: CpuMask::new(self.cpus.len()),
-            vmas: Vec::new(),
-            next_trim_cpumask: self.now + 1_000_000_000,
-            mmap_lock_writer: None,
-            mmap_lock_readers: 0,
-            deposited: Vec::new(),
-            context_id: 0,
-            tlb_flush_pending: 0,
-            global_asid: 0,
-            asid_transition: false,
-            running: Hint(CpuSet::new(self.cpus.len())),
-        });
+            self.cpus.len(),
+            self.now + 1_000_000_000,
+        );
+        // (Tracked as the others are: the vector records its length only.)
+        if self.cpus.tag() != 0 {
+            mm.track_footprints(Some(id as usize));
+        }
+        self.mms.push(mm);
         *self.next_ctx_id += 1;
         Ok(id)
     }
@@ -1410,7 +1543,11 @@ impl World {
         let obj = |k: u8, i: usize| Obj::new(tag(k), i);
         self.cpus.set_tag(tag(kind::CPU));
         self.tasks.set_tag(tag(kind::TASK));
-        self.mms.set_tag(tag(kind::MM));
+        // An mm's fields record their own accesses (`Mm::track_footprints`).
+        self.mms.set_len_tag_only(tag(kind::MM));
+        for (i, m) in self.mms.iter_mut().enumerate() {
+            m.track_footprints(on.then_some(i));
+        }
         self.membufs.set_tag(tag(kind::MEMBUF));
         // The configuration is never written by a step: were it, that
         // step would conflict with every other.

@@ -8,15 +8,18 @@ use machine::Scenario;
 fn init_mm_is_ctx_id_1_and_user_mms_start_at_2() {
     let mut w = World::new(&Scenario::default()).unwrap();
     assert_eq!(INIT_MM_CTX_ID, 1);
-    assert_eq!(w.mms[INIT_MM as usize].ctx_id, 1);
+    assert_eq!(*w.mms[INIT_MM as usize].ctx_id, 1);
     let a = w.mm_alloc().unwrap();
     let b = w.mm_alloc().unwrap();
-    assert_eq!((w.mms[a as usize].ctx_id, w.mms[b as usize].ctx_id), (2, 3));
+    assert_eq!(
+        (*w.mms[a as usize].ctx_id, *w.mms[b as usize].ctx_id),
+        (2, 3)
+    );
     // Boot state: slot 0 holds init_mm, the unused slots hold ctx_id 0.
     let ts = &w.cpus[0].tlbstate;
     assert_eq!(ts.ctxs[0].ctx_id, 1);
     for asid in 1..TLB_NR_DYN_ASIDS {
-        assert_ne!(ts.ctxs[asid].ctx_id, w.mms[INIT_MM as usize].ctx_id);
+        assert_ne!(ts.ctxs[asid].ctx_id, *w.mms[INIT_MM as usize].ctx_id);
     }
 }
 

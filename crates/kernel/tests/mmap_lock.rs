@@ -99,7 +99,7 @@ fn pmd(w: &World, mm: MmId, va: u64) -> u64 {
 /// write lock (just before `pmdp_collapse_flush`).
 fn collapse_to_flush(w: &mut World) {
     drive(w, |c, _| c == 0, |w| collapse_pc(w) == Some(Pc::Flush));
-    assert!(w.mms[1].mmap_lock_writer == Some(0));
+    assert!(*w.mms[1].mmap_lock_writer == Some(0));
     assert!(w.mms[1].vmas[0].vm_write_locked && !w.mms[1].vmas[1].vm_write_locked);
 }
 
@@ -136,7 +136,7 @@ fn a_fault_waits_for_a_collapse_holding_the_write_lock() {
     assert!(w.violations.is_empty());
     assert_eq!(w.counters.collapses, 1);
     assert_eq!(w.counters.spurious_faults, 1);
-    assert_eq!(w.mms[mm as usize].mmap_lock_readers, 0);
+    assert_eq!(*w.mms[mm as usize].mmap_lock_readers, 0);
 }
 
 /// A fault in another VMA takes that VMA's read lock and completes while
@@ -181,7 +181,7 @@ fn collapse_waits_for_a_madvise_holding_the_vma_read_lock() {
     run_alone(&mut w, 0);
     assert_eq!(collapse_pc(&w), Some(Pc::VmaStartWrite));
     assert!(!w.can_run(0));
-    assert_eq!(w.mms[mm as usize].mmap_lock_writer, Some(0));
+    assert_eq!(*w.mms[mm as usize].mmap_lock_writer, Some(0));
     assert_eq!(pmd(&w, mm, P), before, "PMD not cleared under the zap");
     drive(
         &mut w,
@@ -236,7 +236,7 @@ fn a_waiting_vma_writer_refuses_new_readers() {
     drive(&mut w, |c, _| c == 1, |w| w.mms[1].vmas[0].vm_readers == 1);
     run_alone(&mut w, 0);
     assert!(!w.can_run(0), "munmap waits for the zap");
-    assert_eq!(w.mms[mm as usize].mmap_lock_writer, Some(0));
+    assert_eq!(*w.mms[mm as usize].mmap_lock_writer, Some(0));
     assert!(lock_vma_under_rcu(&mut w, mm, P, &mut Effects::default()).is_none());
     drive(&mut w, |_, _| true, |w| exited(w, 0) && exited(w, 1));
     assert!(w.violations.is_empty());
@@ -276,7 +276,7 @@ fn munmap_keeps_the_collapse_out_until_it_is_done() {
     };
     let (mut w, mm) = world(vec![unmap, UserOp::Exit]);
     // do_vmi_align_munmap's entry: write lock, detach, downgrade.
-    drive(&mut w, |c, _| c == 1, |w| w.mms[1].mmap_lock_readers == 1);
+    drive(&mut w, |c, _| c == 1, |w| *w.mms[1].mmap_lock_readers == 1);
     assert!(w.mms[mm as usize].mmap_lock_writer.is_none());
     run_alone(&mut w, 0);
     assert_eq!(collapse_pc(&w), Some(Pc::Lock));
@@ -315,5 +315,5 @@ fn munmap_waits_for_the_collapse() {
     drive(&mut w, |_, _| true, |w| exited(w, 1));
     assert!(w.violations.is_empty());
     assert_eq!(pmd(&w, mm, P), 0);
-    assert_eq!(w.mms[mm as usize].mmap_lock_readers, 0);
+    assert_eq!(*w.mms[mm as usize].mmap_lock_readers, 0);
 }

@@ -131,7 +131,7 @@ fn nested_gathers_escalate_to_a_full_flush() {
     let b = w.spawn(mm, 1, vec![], false);
     tlb_gather_mmu(&mut w, a, mm, false);
     tlb_gather_mmu(&mut w, b, mm, false);
-    assert_eq!(w.mms[mm as usize].tlb_flush_pending, 2);
+    assert_eq!(*w.mms[mm as usize].tlb_flush_pending, 2);
     w.tasks[a as usize].gather.remove_page(0, VA);
     let f = flush_frame(tlb_finish_mmu(&mut w, a, &mut fx));
     assert_eq!((f.start, f.end), (0, TLB_FLUSH_ALL));
@@ -139,7 +139,7 @@ fn nested_gathers_escalate_to_a_full_flush() {
     // The gather held page frame 0 only as a marker: drop it before the free.
     w.tasks[a as usize].gather.pages.clear();
     tlb_finish_mmu_free(&mut w, a, &mut fx);
-    assert_eq!(w.mms[mm as usize].tlb_flush_pending, 1);
+    assert_eq!(*w.mms[mm as usize].tlb_flush_pending, 1);
     // b is alone now: its own range, PTE stride, no freed_tables.
     w.tasks[b as usize].gather.remove_page(0, VA + PAGE_SIZE);
     let f = flush_frame(tlb_finish_mmu(&mut w, b, &mut fx));
@@ -148,7 +148,7 @@ fn nested_gathers_escalate_to_a_full_flush() {
     assert!(!f.freed_tables);
     w.tasks[b as usize].gather.pages.clear();
     tlb_finish_mmu_free(&mut w, b, &mut fx);
-    assert_eq!(w.mms[mm as usize].tlb_flush_pending, 0);
+    assert_eq!(*w.mms[mm as usize].tlb_flush_pending, 0);
     // Nothing gathered and not nested: no flush at all.
     tlb_gather_mmu(&mut w, a, mm, false);
     assert!(matches!(tlb_finish_mmu(&mut w, a, &mut fx), Flow::Continue));

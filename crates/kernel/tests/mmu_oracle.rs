@@ -49,7 +49,7 @@ fn pte_of(w: &World, mm: MmId, va: u64) -> (Pfn, u64) {
 
 /// The PMD table of `va` in `mm` (the one its PUD entry points to).
 fn pmd_table_of(w: &World, mm: MmId, va: u64) -> Pfn {
-    let pgd = w.mms[mm as usize].pgd;
+    let pgd = *w.mms[mm as usize].pgd;
     let pud = pte::pfn(w.mem.read(pgd, table_index(va, 4)).unwrap());
     pte::pfn(w.mem.read(pud, table_index(va, 3)).unwrap())
 }
@@ -191,7 +191,7 @@ fn a_full_walk_caches_the_pmd_table_behind_the_pud_entry() {
     assert_eq!(access(&mut w, 0, VA, false), Access::Done);
     let a = asid(&w, 0);
     let pmd = pmd_table_of(&w, mm, VA);
-    let pgd = w.mms[mm as usize].pgd;
+    let pgd = *w.mms[mm as usize].pgd;
     let pud = pte::pfn(w.mem.read(pgd, table_index(VA, 4)).unwrap());
     let tlb = &w.cpus[0].tlb;
     assert!(tlb.psc_holds(a, pmd), "the PMD table is cached");

@@ -158,13 +158,13 @@ fn tlbbatch_flush_ipis_the_collected_mask() {
     for c in [0, 2] {
         switch_mm_irqs_off(&mut w, c, mm, &mut fx);
     }
-    let gen = w.mms[mm as usize].tlb_gen;
+    let gen = *w.mms[mm as usize].tlb_gen;
     let mut batch = ArchTlbflushUnmapBatch {
         cpumask: CpuMask::new(4),
         unmapped_pages: false,
     };
     arch_tlbbatch_add_pending(&mut w, &mut batch, mm, &mut fx);
-    assert_eq!(w.mms[mm as usize].tlb_gen, gen + 1);
+    assert_eq!(*w.mms[mm as usize].tlb_gen, gen + 1);
     assert!(batch.unmapped_pages);
     assert_eq!(batch.cpumask.iter().collect::<Vec<_>>(), [0, 2]);
     let mut f = ArchTlbbatchFlush::new(batch);

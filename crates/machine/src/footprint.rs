@@ -46,6 +46,9 @@ pub mod kind {
     pub const WEAK_VIEW: u8 = 9;
     /// The length of a vector of kind `i` (elements added or removed).
     pub const LEN: u8 = 10;
+    /// A field of `World::mms[i]` (index: `i * 32 + field`, the field
+    /// numbered as `kernel::world::mm_field` numbers it).
+    pub const MM_FIELD: u8 = 11;
     /// Everything: a write of it conflicts with every access.
     pub const ALL: u8 = 255;
 }

@@ -117,7 +117,7 @@ fn check_update_reserved_asid(w: &mut World, asid: u64, newasid: u64) -> bool {
 /// old number if nobody took it, rolling the generation over if none is free.
 /// Runs on `cpu` under `cpu_asid_lock`.
 pub fn new_context(w: &mut World, cpu: CpuId, mm: MmId, fx: &mut Effects) -> u64 {
-    let asid = w.mms[mm as usize].context_id;
+    let asid = *w.mms[mm as usize].context_id;
     let generation = w.asids.generation;
     if asid != 0 {
         let newasid = generation | w.asids.idx(asid) as u64;
@@ -212,7 +212,7 @@ pub fn slow_path(w: &mut World, cpu: CpuId, mm: MmId, fx: &mut Effects) -> (u16,
     if !w.weak.is_empty() {
         w.weak.catch_up(cpu);
     }
-    let mut asid = w.mms[mm as usize].context_id;
+    let mut asid = *w.mms[mm as usize].context_id;
     if asid == 0 || !w.asids.gen_match(asid) {
         asid = new_context(w, cpu, mm, fx);
         mo::store_now(w, cpu, Loc::MmContextId(mm), asid);

@@ -616,7 +616,7 @@ use crate::world::World;
 pub fn read_mem(w: &World, loc: Loc) -> u64 {
     match loc {
         Loc::MmCpumask { mm, cpu } => w.mms[mm as usize].cpumask.test(cpu) as u64,
-        Loc::MmTlbGen(mm) => w.mms[mm as usize].tlb_gen,
+        Loc::MmTlbGen(mm) => *w.mms[mm as usize].tlb_gen,
         Loc::LoadedMm(c) => w.cpus[c as usize].tlbstate.loaded_mm as u64,
         Loc::IsLazy(c) => w.cpus[c as usize].tlbstate.is_lazy as u64,
         Loc::LoadedAsid(c) => w.cpus[c as usize].riscv.loaded_asid as u64,
@@ -631,7 +631,7 @@ pub fn read_mem(w: &World, loc: Loc) -> u64 {
         Loc::PageTable { table, index } => w.mem.read(table, index).unwrap_or(0),
         Loc::ActiveAsids(c) => w.cpus[c as usize].asid.active,
         Loc::AsidGeneration => w.asids.generation,
-        Loc::MmContextId(mm) => w.mms[mm as usize].context_id,
+        Loc::MmContextId(mm) => *w.mms[mm as usize].context_id,
     }
 }
 
@@ -646,7 +646,7 @@ pub fn write_mem(w: &mut World, loc: Loc, val: u64) {
                 m.clear(cpu)
             }
         }
-        Loc::MmTlbGen(mm) => w.mms[mm as usize].tlb_gen = val,
+        Loc::MmTlbGen(mm) => *w.mms[mm as usize].tlb_gen = val,
         Loc::LoadedMm(c) => w.cpus[c as usize].tlbstate.loaded_mm = val as crate::MmId,
         Loc::IsLazy(c) => w.cpus[c as usize].tlbstate.is_lazy = val != 0,
         Loc::LoadedAsid(c) => w.cpus[c as usize].riscv.loaded_asid = val as u16,
@@ -663,7 +663,7 @@ pub fn write_mem(w: &mut World, loc: Loc, val: u64) {
         Loc::PageTable { table, index } => w.mem.write(table, index, val),
         Loc::ActiveAsids(c) => w.cpus[c as usize].asid.active = val,
         Loc::AsidGeneration => w.asids.generation = val,
-        Loc::MmContextId(mm) => w.mms[mm as usize].context_id = val,
+        Loc::MmContextId(mm) => *w.mms[mm as usize].context_id = val,
     }
 }
 

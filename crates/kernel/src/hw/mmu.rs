@@ -212,7 +212,7 @@ pub(crate) fn tlb_fill(w: &mut World, c: usize, asid: u16, va: u64, hit: TlbHit)
 /// Walk PGD → PUD → PMD of `mm`: the PTE table or a huge leaf, and the PMD
 /// table the PUD entry led to; None if not present.
 fn walk_upper(w: &World, mm: crate::MmId, va: u64) -> Option<(Walk, Pfn)> {
-    let mut table = w.mms[mm as usize].pgd;
+    let mut table = *w.mms[mm as usize].pgd;
     let mut pmd_table = table;
     for level in [4u8, 3, 2] {
         let e = w.mem.read(table, table_index(va, level))?;

@@ -90,8 +90,8 @@ impl Fork {
             }
             Pc::VmaWait => {
                 let child = self.child_mm;
-                w.mms[child as usize].vmas = w.mms[mm as usize].vmas.clone();
-                for v in &mut w.mms[child as usize].vmas {
+                *w.mms[child as usize].vmas = w.mms[mm as usize].vmas.clone();
+                for v in w.mms[child as usize].vmas.iter_mut() {
                     // vm_area_dup: the copy starts unlocked.
                     v.vm_write_locked = false;
                     v.vm_readers = 0;

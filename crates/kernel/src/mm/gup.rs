@@ -226,7 +226,7 @@ impl GupFast {
 
 /// The PMD table and PMD entry of `va` in `mm`, if the upper levels exist.
 pub fn read_pmd(w: &World, mm: crate::MmId, va: u64) -> Option<(Pfn, u64)> {
-    let mut table = w.mms[mm as usize].pgd;
+    let mut table = *w.mms[mm as usize].pgd;
     for level in [4u8, 3] {
         let e = w.mem.read(table, table_index(va, level))?;
         if !pte::present(e) {

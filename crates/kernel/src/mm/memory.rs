@@ -237,7 +237,7 @@ enum Fault {
 /// mm/memory.c: `__handle_mm_fault` → `__pud_alloc`/`__pmd_alloc`/`__pte_alloc`:
 /// walk `mm`'s tables for `va`, allocating missing levels; returns the PTE table.
 pub fn pte_alloc_walk(w: &mut World, mm: MmId, va: u64) -> Result<Pfn, machine::Error> {
-    let mut table = w.mms[mm as usize].pgd;
+    let mut table = *w.mms[mm as usize].pgd;
     for level in [4u8, 3, 2] {
         let idx = table_index(va, level);
         let e = w.mem.read(table, idx).unwrap_or(0);
@@ -262,7 +262,7 @@ pub fn under_migration(w: &World, mm: MmId, va: u64) -> bool {
 
 /// Walk `mm`'s tables for `va` without allocating; the PTE table if present.
 pub fn pte_table(w: &World, mm: MmId, va: u64) -> Option<Pfn> {
-    let mut table = w.mms[mm as usize].pgd;
+    let mut table = *w.mms[mm as usize].pgd;
     for level in [4u8, 3, 2] {
         let e = w.mem.read(table, table_index(va, level))?;
         if !pte::present(e) || (level == 2 && pte::huge(e)) {
@@ -770,7 +770,7 @@ pub fn unmap_page_range_details(
 /// (reuse another mm's PMD table for the same hugetlbfs range, raising its
 /// share count) → `hugetlb_no_page` (a 2 MiB page from the pool).
 fn hugetlb_fault(w: &mut World, mm: MmId, va: u64, fx: &mut Effects) -> Result<(), machine::Error> {
-    let pgd = w.mms[mm as usize].pgd;
+    let pgd = *w.mms[mm as usize].pgd;
     let i4 = table_index(va, 4);
     let e = w.mem.read(pgd, i4).unwrap_or(0);
     let pud = if pte::present(e) {

@@ -304,7 +304,7 @@ fn free_pgtables(w: &mut World, task: TaskId, start: u64, end: u64) -> bool {
 
 /// The PUD table of `va` in `mm`, if the PGD entry exists.
 pub fn pud_table(w: &World, mm: crate::MmId, va: u64) -> Option<machine::Pfn> {
-    let e = w.mem.read(w.mms[mm as usize].pgd, table_index(va, 4))?;
+    let e = w.mem.read(*w.mms[mm as usize].pgd, table_index(va, 4))?;
     pte::present(e).then(|| pte::pfn(e))
 }
 

@@ -35,14 +35,14 @@ pub fn mmap_read_lock_free(w: &World, mm: MmId) -> bool {
 /// Can `task` take `mmap_write_lock(mm)` now (no writer, no reader)?
 pub fn mmap_write_lock_free(w: &World, mm: MmId, task: TaskId) -> bool {
     let m = &w.mms[mm as usize];
-    m.mmap_lock_writer.is_none_or(|t| t == task) && m.mmap_lock_readers == 0
+    m.mmap_lock_writer.is_none_or(|t| t == task) && *m.mmap_lock_readers == 0
 }
 
 /// include/linux/mmap_lock.h: `mmap_read_lock` (the caller checked
 /// [`mmap_read_lock_free`]): `down_read`, an atomic add on `sem->count`.
 pub fn mmap_read_lock(w: &mut World, mm: MmId, fx: &mut Effects) {
     debug_assert!(mmap_read_lock_free(w, mm));
-    w.mms[mm as usize].mmap_lock_readers += 1;
+    *w.mms[mm as usize].mmap_lock_readers += 1;
     fx.write(layout::mmap_lock(mm));
 }
 
@@ -50,9 +50,9 @@ pub fn mmap_read_lock(w: &mut World, mm: MmId, fx: &mut Effects) {
 /// the mm's CPUs (a writer may wait).
 pub fn mmap_read_unlock(w: &mut World, mm: MmId, fx: &mut Effects) {
     let m = &mut w.mms[mm as usize];
-    m.mmap_lock_readers -= 1;
+    *m.mmap_lock_readers -= 1;
     fx.write(layout::mmap_lock(mm));
-    if m.mmap_lock_readers == 0 {
+    if *m.mmap_lock_readers == 0 {
         wake_mm(w, mm, fx);
     }
 }
@@ -61,7 +61,7 @@ pub fn mmap_read_unlock(w: &mut World, mm: MmId, fx: &mut Effects) {
 /// [`mmap_write_lock_free`]).
 pub fn mmap_write_lock(w: &mut World, mm: MmId, task: TaskId, fx: &mut Effects) {
     debug_assert!(mmap_write_lock_free(w, mm, task));
-    w.mms[mm as usize].mmap_lock_writer = Some(task);
+    *w.mms[mm as usize].mmap_lock_writer = Some(task);
     fx.write(layout::mmap_lock(mm));
 }
 
@@ -69,7 +69,7 @@ pub fn mmap_write_lock(w: &mut World, mm: MmId, task: TaskId, fx: &mut Effects) 
 /// every VMA the writer locked is unlocked with it; wake the mm's CPUs.
 pub fn mmap_write_unlock(w: &mut World, mm: MmId, fx: &mut Effects) {
     let m = &mut w.mms[mm as usize];
-    m.mmap_lock_writer = None;
+    *m.mmap_lock_writer = None;
     vma_end_write_all(w, mm);
     fx.write(layout::mmap_lock(mm));
     wake_mm(w, mm, fx);
@@ -79,8 +79,8 @@ pub fn mmap_write_unlock(w: &mut World, mm: MmId, fx: &mut Effects) {
 /// reader (`vma_end_write_all` first); readers waiting may go.
 pub fn mmap_write_downgrade(w: &mut World, mm: MmId, fx: &mut Effects) {
     let m = &mut w.mms[mm as usize];
-    m.mmap_lock_writer = None;
-    m.mmap_lock_readers += 1;
+    *m.mmap_lock_writer = None;
+    *m.mmap_lock_readers += 1;
     vma_end_write_all(w, mm);
     fx.write(layout::mmap_lock(mm));
     wake_mm(w, mm, fx);
@@ -89,7 +89,7 @@ pub fn mmap_write_downgrade(w: &mut World, mm: MmId, fx: &mut Effects) {
 /// include/linux/mmap_lock.h: `vma_end_write_all`: bumping `mm_lock_seq`
 /// unlocks every write-locked VMA of the mm at once.
 fn vma_end_write_all(w: &mut World, mm: MmId) {
-    for v in &mut w.mms[mm as usize].vmas {
+    for v in w.mms[mm as usize].vmas.iter_mut() {
         v.vm_write_locked = false;
     }
 }
@@ -149,7 +149,7 @@ pub fn vma_start_write_free(w: &World, mm: MmId, start: u64, end: u64) -> bool {
 /// then waits for the readers already in ([`vma_start_write_free`],
 /// `__vma_enter_locked`) before it changes the VMAs.
 pub fn vma_start_write(w: &mut World, mm: MmId, start: u64, end: u64, fx: &mut Effects) {
-    for v in &mut w.mms[mm as usize].vmas {
+    for v in w.mms[mm as usize].vmas.iter_mut() {
         if v.end > start && v.start < end {
             v.vm_write_locked = true;
             fx.write(layout::vma_lock(mm, v.start));

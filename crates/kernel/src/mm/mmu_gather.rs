@@ -374,7 +374,7 @@ pub fn tlb_gather_mmu(w: &mut World, task: TaskId, mm: crate::MmId, fullmm: bool
     } else {
         g.tlb_gather_mmu(mm);
     }
-    w.mms[mm as usize].tlb_flush_pending += 1;
+    *w.mms[mm as usize].tlb_flush_pending += 1;
 }
 
 /// mm/mmu_gather.c: `tlb_finish_mmu`, the flush half: if another gather
@@ -385,7 +385,7 @@ pub fn tlb_gather_mmu(w: &mut World, task: TaskId, mm: crate::MmId, fullmm: bool
 /// other architectures keep the gathered range.
 pub fn tlb_finish_mmu(w: &mut World, task: TaskId, fx: &mut Effects) -> Flow {
     let g = &w.tasks[task as usize].gather;
-    if w.mms[g.mm as usize].tlb_flush_pending > 1 {
+    if *w.mms[g.mm as usize].tlb_flush_pending > 1 {
         let g = &mut w.tasks[task as usize].gather;
         g.fullmm = true;
         g.freed_tables = true;
@@ -399,7 +399,7 @@ pub fn tlb_finish_mmu_free(w: &mut World, task: TaskId, fx: &mut Effects) {
     tlb_flush_mmu_free_task(w, task, fx);
     let mm = w.tasks[task as usize].gather.mm;
     let m = &mut w.mms[mm as usize];
-    m.tlb_flush_pending = m.tlb_flush_pending.saturating_sub(1);
+    *m.tlb_flush_pending = m.tlb_flush_pending.saturating_sub(1);
 }
 
 /// include/asm-generic/tlb.h / arch/x86/include/asm/tlb.h (seed b):

@@ -25,7 +25,7 @@ pub const MAX_TLBI_RANGE_PAGES: u64 = 32 << (5 * 3 + 1);
 
 /// The hardware ASID `mm` runs under now (0 if it has none yet).
 fn asid_of(w: &World, mm: MmId) -> u16 {
-    w.asids.idx(w.mms[mm as usize].context_id)
+    w.asids.idx(*w.mms[mm as usize].context_id)
 }
 
 /// Apply a broadcast invalidation to every core's TLB (what the hardware
@@ -74,7 +74,7 @@ fn cpus_may_hold(w: &World, asid: u16) -> Vec<usize> {
 /// `flush_tlb_mm`: `dsb(ishst); TLBI ASIDE1IS; dsb(ish)`: one broadcast op.
 pub fn flush_tlb_mm(w: &mut World, mm: MmId, fx: &mut Effects) {
     let asid = asid_of(w, mm);
-    if w.mms[mm as usize].context_id == 0 {
+    if *w.mms[mm as usize].context_id == 0 {
         return; // never ran: no TLB can hold its entries
     }
     tlbi_is_all_cpus(w, asid, None, false);
@@ -149,7 +149,7 @@ pub fn __flush_tlb_range(
         flush_tlb_mm(w, mm, fx);
         return;
     }
-    if w.mms[mm as usize].context_id == 0 {
+    if *w.mms[mm as usize].context_id == 0 {
         return;
     }
     let pages = (end - start).div_ceil(stride);
@@ -253,7 +253,7 @@ pub fn flush_tlb_range_weak(
     fx: &mut Effects,
 ) -> Option<Dsb> {
     let pages = (end - start).div_ceil(PAGE_SIZE);
-    if pages > mo::STORE_BUFFER_DEPTH as u64 || w.mms[mm as usize].context_id == 0 {
+    if pages > mo::STORE_BUFFER_DEPTH as u64 || *w.mms[mm as usize].context_id == 0 {
         // The TLBIs complete as issued, but the leading dsb(ishst) still
         // orders this CPU's earlier page-table stores before them and
         // before its later loads (a DSB is at least a full barrier).
@@ -372,7 +372,7 @@ pub fn arch_tlbbatch_add_pending(
     fx: &mut Effects,
 ) {
     batch.tlbis += 1;
-    if w.mms[mm as usize].context_id == 0 {
+    if *w.mms[mm as usize].context_id == 0 {
         return; // never ran: no TLB holds its entries
     }
     let asid = asid_of(w, mm);
@@ -501,7 +501,7 @@ mod tests {
             .unwrap();
         let mut w = World::new(&s).unwrap();
         let mm = w.mm_alloc().unwrap();
-        w.mms[mm as usize].context_id = (1 << 16) | 5;
+        *w.mms[mm as usize].context_id = (1 << 16) | 5;
         (w, mm)
     }
 
@@ -538,7 +538,7 @@ mod tests {
     #[test]
     fn lazy_and_back_to_the_same_mm_is_a_no_op() {
         let (mut w, mm) = arm64_world();
-        w.mms[mm as usize].context_id = 0;
+        *w.mms[mm as usize].context_id = 0;
         let mut fx = Effects::default();
         crate::arch::switch_mm(&mut w, 0, mm, &mut fx);
         assert_eq!(w.counters.cr3_writes, 1);

@@ -111,7 +111,7 @@ fn trim_recent(w: &mut World, cpu: CpuId, prev: MmId, next: MmId, fx: &mut Effec
         .collect();
     recent.retain(|(_, n)| *n < limit);
     for m in stale {
-        let id = w.mms[m as usize].context_id;
+        let id = *w.mms[m as usize].context_id;
         let asid = w.asids.idx(id);
         // Drop the mm's entries (and anything queued for it), then leave the mask.
         if id != 0 {

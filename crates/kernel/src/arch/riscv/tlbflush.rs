@@ -250,7 +250,7 @@ impl FlushTlbRange {
         };
         let asid = match mm {
             Some(m) if w.cfg.riscv.asid_bits > 0 => {
-                u32::from(w.asids.idx(w.mms[m as usize].context_id))
+                u32::from(w.asids.idx(*w.mms[m as usize].context_id))
             }
             Some(_) => 0,
             None => FLUSH_TLB_NO_ASID,

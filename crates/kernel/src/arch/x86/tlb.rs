@@ -252,9 +252,12 @@ pub fn inc_mm_tlb_gen(w: &mut World, mm: MmId, fx: &mut Effects) -> u64 {
     fx.cost(Cost::AtomicOp, 1);
     fx.write(layout::mm_tlb_gen(mm));
     let m = &mut w.mms[mm as usize];
-    m.tlb_gen += 1;
-    fx.label(Label::IncMmTlbGen { mm, gen: m.tlb_gen });
-    m.tlb_gen
+    *m.tlb_gen += 1;
+    fx.label(Label::IncMmTlbGen {
+        mm,
+        gen: *m.tlb_gen,
+    });
+    *m.tlb_gen
 }
 
 /// arch/x86/include/asm/mmu_context.h: `inc_mm_tlb_gen` on `cpu`, under
@@ -347,8 +350,8 @@ fn set_info(w: &mut World, r: InfoRef, f: impl FnOnce(&mut FlushTlbInfo)) {
 fn should_trim_cpumask(w: &mut World, mm: MmId) -> bool {
     let now = w.now;
     let m = &mut w.mms[mm as usize];
-    if now > m.next_trim_cpumask {
-        m.next_trim_cpumask = now + TRIM_INTERVAL_NS;
+    if now > *m.next_trim_cpumask {
+        *m.next_trim_cpumask = now + TRIM_INTERVAL_NS;
         true
     } else {
         false
@@ -423,12 +426,12 @@ pub fn mm_global_asid(w: &World, mm: MmId) -> u16 {
     if !w.cfg.invlpgb || mm == INIT_MM || mm == LOADED_MM_SWITCHING {
         return 0;
     }
-    w.mms[mm as usize].global_asid
+    *w.mms[mm as usize].global_asid
 }
 
 /// arch/x86/include/asm/tlbflush.h: `mm_in_asid_transition`.
 pub fn mm_in_asid_transition(w: &World, mm: Option<MmId>) -> bool {
-    w.cfg.invlpgb && mm.is_some_and(|m| w.mms[m as usize].asid_transition)
+    w.cfg.invlpgb && mm.is_some_and(|m| *w.mms[m as usize].asid_transition)
 }
 
 /// arch/x86/mm/tlb.c: `mm_needs_global_asid`: the mm has a global ASID
@@ -492,18 +495,18 @@ fn consider_global_asid(w: &mut World, cpu: CpuId, task: TaskId, mm: MmId, fx: &
 fn use_global_asid(w: &mut World, mm: MmId, fx: &mut Effects) {
     // guard(raw_spinlock_irqsave)(&global_asid_lock)
     fx.cost(Cost::AtomicOp, 1);
-    if w.mms[mm as usize].global_asid != 0 {
+    if *w.mms[mm as usize].global_asid != 0 {
         return;
     }
-    let last = w.mms.iter().map(|m| m.global_asid).max().unwrap_or(0);
+    let last = w.mms.iter().map(|m| *m.global_asid).max().unwrap_or(0);
     if last == 0 {
         // allocate_global_asid: last_global_asid >= MAX_ASID_AVAILABLE - 1
         crate::arch::x86::tlb_kernel::invlpgb_flush_all_nonglobals(w, fx);
     }
     let asid = last.max(TLB_NR_DYN_ASIDS as u16 - 1) + 1;
     let m = &mut w.mms[mm as usize];
-    m.asid_transition = true;
-    m.global_asid = asid;
+    *m.asid_transition = true;
+    *m.global_asid = asid;
     fx.label(Label::UseGlobalAsid { mm, asid });
 }
 
@@ -525,7 +528,7 @@ fn finish_asid_transition(w: &mut World, me: CpuId, mm: MmId, fx: &mut Effects) 
             return true;
         }
     }
-    w.mms[mm as usize].asid_transition = false;
+    *w.mms[mm as usize].asid_transition = false;
     false
 }
 
@@ -736,7 +739,7 @@ fn choose_new_asid(w: &mut World, cpu: CpuId, next: MmId, next_tlb_gen: u64) -> 
     if global != 0 {
         return (global, false);
     }
-    let ctx_id = w.mms[next as usize].ctx_id;
+    let ctx_id = *w.mms[next as usize].ctx_id;
     let ts = &mut w.cpus[cpu as usize].tlbstate;
     for (asid, ctx) in ts.ctxs.iter().enumerate() {
         if ctx.ctx_id == ctx_id {
@@ -770,7 +773,7 @@ pub fn switch_mm_irqs_off(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effect
     if prev == next && mm_needs_global_asid(w, next, prev_asid) {
         // Moving to the mm's global ASID.
         fx.read(layout::mm_tlb_gen(next));
-        next_tlb_gen = w.mms[next as usize].tlb_gen;
+        next_tlb_gen = *w.mms[next as usize].tlb_gen;
         (new_asid, need_flush) = choose_new_asid(w, cpu, next, next_tlb_gen);
     } else if prev == next {
         if is_global_asid(prev_asid) || !was_lazy {
@@ -778,7 +781,7 @@ pub fn switch_mm_irqs_off(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effect
         }
         // Back from lazy mode: smp_mb(), then is the TLB still current?
         fx.read(layout::mm_tlb_gen(next));
-        next_tlb_gen = w.mms[next as usize].tlb_gen;
+        next_tlb_gen = *w.mms[next as usize].tlb_gen;
         if w.cpus[c].tlbstate.ctxs[prev_asid as usize].tlb_gen == next_tlb_gen {
             return false;
         }
@@ -791,7 +794,7 @@ pub fn switch_mm_irqs_off(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effect
             fx.write(layout::mm_cpumask(next, cpu));
         }
         fx.read(layout::mm_tlb_gen(next));
-        next_tlb_gen = w.mms[next as usize].tlb_gen;
+        next_tlb_gen = *w.mms[next as usize].tlb_gen;
         (new_asid, need_flush) = choose_new_asid(w, cpu, next, next_tlb_gen);
     }
     load_new_mm_cr3(w, cpu, prev, next, new_asid, need_flush, next_tlb_gen, fx);
@@ -813,7 +816,7 @@ fn load_new_mm_cr3(
     fx: &mut Effects,
 ) {
     let c = cpu as usize;
-    let ctx_id = w.mms[next as usize].ctx_id;
+    let ctx_id = *w.mms[next as usize].ctx_id;
     let ts = &mut w.cpus[c].tlbstate;
     if need_flush {
         ts.ctxs[new_asid as usize] = TlbContext {

@@ -196,7 +196,7 @@ pub fn arch_tlbbatch_add_pending(
 ) {
     fx.cost(Cost::AtomicOp, 1);
     fx.write(crate::world::layout::mm_tlb_gen(mm));
-    w.mms[mm as usize].tlb_gen += 1;
+    *w.mms[mm as usize].tlb_gen += 1;
     for c in w.mms[mm as usize].cpumask.iter() {
         batch.cpumask.set(c);
     }
