@@ -451,6 +451,8 @@ pub struct Mm {
     pub asid_transition: Field<bool>,
     /// The CPUs whose current task uses this mm (`cpu_curr(c)->mm == mm`),
     /// kept by [`World::set_curr`]: a cache of `Cpu::curr`, not state.
+    /// Read only for the CPUs to wake ([`Effects::wake`]), never into the
+    /// world: not recorded in footprints.
     pub running: Field<Hint<CpuSet>>,
 }
 
@@ -553,7 +555,12 @@ impl Mm {
         tlb_flush_pending.track_as(obj(mm_field::TLB_FLUSH_PENDING));
         global_asid.track_as(obj(mm_field::GLOBAL_ASID));
         asid_transition.track_as(obj(mm_field::ASID_TRANSITION));
-        running.track_as(obj(mm_field::RUNNING));
+        // Never recorded: a cache read only to pick the CPUs to wake
+        // (`Effects::wake`, the simulator's driver; a checker step's
+        // world never depends on it), so two CPUs switching to the mm
+        // (`World::set_curr`) stay independent.
+        let _ = obj(mm_field::RUNNING);
+        running.track_as(Obj(0));
     }
 }
 

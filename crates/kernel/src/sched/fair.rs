@@ -641,6 +641,13 @@ pub fn sched_balance_rq(
 /// task (which writes that number) and never changed after, so a step of
 /// another CPU can change the answer only by creating a task or by
 /// writing one of those.
+/// Is some task, live or not, allowed on every CPU? Reads the number of
+/// tasks only (`cpus_allowed_all` is fixed when the task is created).
+fn any_placeable(w: &World) -> bool {
+    let n = w.tasks.len();
+    machine::footprint::paused(|| (0..n).any(|i| w.tasks[i].cpus_allowed_all))
+}
+
 pub fn placement_active(w: &World) -> bool {
     if !machine::footprint::recording() {
         return w
@@ -720,7 +727,14 @@ fn calculate_imbalance_has_spare(
 
 /// kernel/sched/sched.h: `get_rd_overloaded`: some CPU's runqueue holds a queued task that may move to another CPU
 /// (the root domain's `overloaded`, restricted to what can be pulled).
+///
+/// For a footprint, a world with no task allowed on every CPU answers no
+/// from the number of tasks alone (as [`placement_active`] reads it), not
+/// from every runqueue.
 fn get_rd_overloaded(w: &World) -> bool {
+    if machine::footprint::recording() && !any_placeable(w) {
+        return false;
+    }
     w.cpus
         .iter()
         .any(|c| c.rq.iter().any(|&t| w.tasks[t as usize].cpus_allowed_all))

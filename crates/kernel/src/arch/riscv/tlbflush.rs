@@ -154,10 +154,13 @@ pub fn exit_mmap(w: &mut World, task: TaskId) -> Option<Flow> {
     if w.cfg.arch != machine::scenario::Arch::Riscv || t.us.sub != 0 || mm == crate::INIT_MM {
         return None;
     }
-    let shared = w
-        .tasks
-        .iter()
-        .any(|o| o.id != task && o.mm == mm && o.state != crate::world::TaskState::Exited);
+    // (A footprint reads the number of tasks and the tasks of `mm` only:
+    // a task's `mm` is fixed by the step that creates it, which writes
+    // that number.)
+    let n = w.tasks.len();
+    let of_mm =
+        |i: usize| machine::footprint::paused(|| w.tasks[i].id != task && w.tasks[i].mm == mm);
+    let shared = (0..n).any(|i| of_mm(i) && w.tasks[i].state != crate::world::TaskState::Exited);
     if shared {
         return None;
     }
@@ -436,10 +439,15 @@ pub fn arch_tlbbatch_add_pending(w: &World, batch: &mut ArchTlbflushUnmapBatch, 
 
 /// Seed (d): a target kept in the IPI mask because it has the ASID loaded:
 /// it runs the mm now, or idles (or runs a kernel thread) after it.
+///
+/// Counters only ([`crate::world::Counters`], never part of a state): what
+/// it reads of the target is not in a footprint.
 fn count_kept(w: &mut World, t: CpuId, mm: Option<MmId>) {
-    let running = w.cpus[t as usize]
-        .curr
-        .is_some_and(|c| Some(w.tasks[c as usize].mm) == mm);
+    let running = machine::footprint::paused(|| {
+        w.cpus[t as usize]
+            .curr
+            .is_some_and(|c| Some(w.tasks[c as usize].mm) == mm)
+    });
     if running {
         w.counters.defer_ipi_running += 1;
     } else {
