@@ -34,7 +34,11 @@ fn cpus_of(w: &World) -> Vec<u16> {
 #[test]
 fn every_workload_has_defaults_that_build() {
     let all = catalogue();
-    assert_eq!(all.len(), 20, "migrate_pages is the 20th (issue 35 item 2)");
+    assert_eq!(
+        all.len(),
+        22,
+        "fork_exit and fork_exit_placed are the 21st and 22nd (issue 32)"
+    );
     let mut built = 0;
     for info in &all {
         let s = defaults(info.name).unwrap();
@@ -57,6 +61,7 @@ fn every_workload_has_defaults_that_build() {
     // A workload without a file of its own borrows its sibling's.
     assert_eq!(defaults_source("rt_flush_race").unwrap(), "rt-latency");
     assert_eq!(defaults_source("madvise_race").unwrap(), "default");
+    assert_eq!(defaults_source("fork_exit").unwrap(), "mmapstress01");
     let e = find("nope").err().unwrap().to_string();
     assert!(
         e.contains("unknown workload 'nope'") && e.contains("madvise_dontneed"),
