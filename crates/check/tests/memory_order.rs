@@ -120,17 +120,28 @@ fn riscv_seed_fences_are_the_store_buffering_shape() {
             sc.states
         );
     }
+    // Without set_mm_asid's fence the hart's need_tlb_flush test may pass
+    // the flusher's enqueue, or (had switch_mm_cid's smp_mb not published
+    // it at the end of the switch) the flusher's re-read of loaded_asid
+    // may pass the hart's store: either read of the shape is the miss.
     for (n, missed) in [
-        ("drop_set_mm_asid_fence", "CPU1's loaded_asid"),
-        ("drop_should_ipi_flush_smp_mb", "CPU1's need_tlb_flush"),
+        (
+            "drop_set_mm_asid_fence",
+            &["CPU1's loaded_asid", "CPU1's need_tlb_flush"][..],
+        ),
+        (
+            "drop_should_ipi_flush_smp_mb",
+            &["CPU1's need_tlb_flush"][..],
+        ),
     ] {
         let o = run(n, None);
         assert_eq!(o.verdict, "unsafe", "{n}");
         let text = o.counterexample.join("\n");
-        let past_buffer = format!("reads {missed} from memory while CPU");
-        let stale = format!("reads {missed} = ");
         assert!(
-            text.contains(&past_buffer) || text.contains(&stale),
+            missed.iter().any(|m| {
+                text.contains(&format!("reads {m} from memory while CPU"))
+                    || text.contains(&format!("reads {m} = "))
+            }),
             "{n}: {text}"
         );
     }
@@ -181,7 +192,7 @@ fn arm64_tlbis_are_in_flight_until_their_dsb() {
     let completes = text
         .find("the hardware completes TLBI VALE1IS")
         .expect(&text);
-    let walk = text.find("walks through the old PTE").expect(&text);
+    let walk = text.find("walks through the old entry").expect(&text);
     assert!(completes < walk, "{text}");
     assert!(text.contains("violation I1"), "{text}");
     assert_eq!(
@@ -240,4 +251,40 @@ fn arm64_asid_fast_path_needs_its_cmpxchg_under_arms_model() {
         Some(MemoryModel::Sc),
     );
     assert_eq!(sc.verdict, "safe");
+}
+
+/// RISC-V upstream: `set_mm`'s `cpumask_set_cpu` is a relaxed AMO, so the
+/// only thing ordering a hart's `mm_cpumask` bit before its first walk of
+/// the new mm is `switch_mm_cid`'s `smp_mb()`. Without it the flusher
+/// (whose PTE clear is a fully ordered `xchg`) reads the mask past the
+/// bit still in the switching hart's buffer and flushes only itself; the
+/// hart that walked before the clear keeps its entry (I1). SC cannot show
+/// it; the seed's `set_mm_asid` fence closes it on its own.
+#[test]
+fn riscv_mm_cpumask_bit_is_ordered_only_by_switch_mm_cid() {
+    let find = |n: &str| CATALOGUE.iter().find(|c| c.name == n).unwrap();
+    let run = |n: &str, m| explore(&build_with(find(n), &[], m).unwrap(), Bounds::default());
+    let o = run("drop_switch_mm_cid_smp_mb", None);
+    assert_eq!(o.verdict, "unsafe");
+    let text = o.counterexample.join("\n");
+    let buffered = text
+        .find("stores mm1's mm_cpumask bit 1 = 1 into its store buffer")
+        .expect(&text);
+    let walk = text.find("CPU1: user read").expect(&text);
+    let missed = text
+        .find("CPU0: reads mm1's mm_cpumask bit 1 from memory while CPU1's store to it is still in its store buffer")
+        .expect(&text);
+    let freed = text.find("pages freed").expect(&text);
+    assert!(buffered < walk && walk < missed && missed < freed, "{text}");
+    assert!(text.contains("violation I1"), "{text}");
+    assert_eq!(
+        run("drop_switch_mm_cid_smp_mb", Some(MemoryModel::Sc)).verdict,
+        "safe"
+    );
+    for n in [
+        "riscv_switch_vs_flush",
+        "riscv_defer_without_switch_mm_cid_smp_mb",
+    ] {
+        assert_eq!(run(n, None).verdict, "safe", "{n}");
+    }
 }

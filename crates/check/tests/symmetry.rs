@@ -384,6 +384,9 @@ fn renaming_commutes_with_step() {
             || name == "riscv_defer_vs_switch_mask_clearing"
             || name == "drop_set_mm_asid_fence"
             || name == "drop_should_ipi_flush_smp_mb"
+            || name == "riscv_switch_vs_flush"
+            || name == "drop_switch_mm_cid_smp_mb"
+            || name == "riscv_defer_without_switch_mm_cid_smp_mb"
             // CPU1 holds two tasks (mm A and mm B), CPU0 one.
             || name.ends_with("switch_back_race")
             || name == "drop_switch_mm_smp_mb"

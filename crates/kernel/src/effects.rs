@@ -600,7 +600,7 @@ impl fmt::Display for Label {
                 val,
             } => write!(
                 f,
-                "puts the page walkers' view of the PTE at index {idx} of table frame {table} into its store buffer (walkers see the old PTE {val:#x} until a DSB)"
+                "puts the page walkers' view of the entry at index {idx} of table frame {table} into its store buffer (walkers see the old entry {val:#x} until a DSB)"
             ),
             Label::StoreBuffered { loc, val } => write!(
                 f,
@@ -647,10 +647,10 @@ impl fmt::Display for Label {
             ),
             Label::ReadPastBuffer {
                 owner,
-                loc: crate::hw::memory_model::Loc::PteWalk { .. },
+                loc: crate::hw::memory_model::Loc::PteWalk { table, idx },
             } => write!(
                 f,
-                "walks through the old PTE while CPU{owner}'s clear of it is still in its store buffer for the page walkers (no DSB yet)"
+                "walks through the old entry at index {idx} of table frame {table} while CPU{owner}'s clear of it is still in its store buffer for the page walkers (no DSB yet)"
             ),
             Label::ReadPastBuffer { owner, loc } => write!(
                 f,

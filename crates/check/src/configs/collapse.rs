@@ -51,6 +51,30 @@ pub(super) fn collapse_vs_gup(s: &Scenario) -> Result<World, Error> {
     Ok(w)
 }
 
+/// One mm over a populated 2 MiB: CPU0 MADV_COLLAPSEs it; CPU1, another
+/// thread, reads one of its pages three times through the MMU (hardware
+/// walks through the PMD, not GUP-fast).
+pub(super) fn collapse_vs_reader(s: &Scenario) -> Result<World, Error> {
+    let mut w = World::new(s)?;
+    let mm = w.mm_alloc()?;
+    let len = machine::HPAGE_SIZE;
+    w.add_vma(mm, P, len);
+    kernel::mm::memory::populate_range(&mut w, mm, P, P + len)?;
+    w.spawn(
+        mm,
+        0,
+        vec![UserOp::MadviseCollapse { start: P, len }, UserOp::Exit],
+        true,
+    );
+    let read = UserOp::Touch {
+        addr: P + PAGE_SIZE,
+        write: false,
+    };
+    let reads = vec![read.clone(), read.clone(), read, UserOp::Exit];
+    w.spawn(mm, 1, reads, true);
+    Ok(w)
+}
+
 /// One mm over a populated 2 MiB: CPU0 MADV_COLLAPSEs it; CPU1 pins two
 /// of its pages with GUP-fast (an `O_DIRECT` buffer), holds them for the
 /// I/O, then unpins. Whether the pin is there when the collapse scans or

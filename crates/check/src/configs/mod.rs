@@ -24,8 +24,8 @@ mod x86_flush;
 
 use arm64::{asid_fastpath_vs_rollover, asid_rollover, wp_reuse_race};
 use collapse::{
-    collapse_vs_gup, collapse_vs_gup_global_asid, collapse_vs_pin, munmap_vs_gup, pageout_race,
-    pt_reclaim_lazy, pt_reclaim_vs_gup,
+    collapse_vs_gup, collapse_vs_gup_global_asid, collapse_vs_pin, collapse_vs_reader,
+    munmap_vs_gup, pageout_race, pt_reclaim_lazy, pt_reclaim_vs_gup,
 };
 use hugetlb::{hugetlb_unshare, hugetlb_unshare_4cpu};
 use migrate::migrate_vs_gup;
@@ -504,6 +504,39 @@ pub const CATALOGUE: &[Config] = &[
         world: defer_vs_switch,
     },
     Config {
+        name: "riscv_switch_vs_flush",
+        about: "RISC-V upstream (6.12): a hart switching into the mm for the first time against a madvise flush; set_mm's cpumask_set_cpu is a relaxed AMO, ordered before the hart's walks only by switch_mm_cid's smp_mb",
+        sets: &["machine.arch=riscv", "machine.cpus=2"],
+        expect_safe: true,
+        sym: &[],
+        world: defer_vs_switch,
+    },
+    Config {
+        name: "drop_switch_mm_cid_smp_mb",
+        about: "RISC-V upstream without switch_mm_cid's smp_mb__after_switch_mm (the rseq barrier the TLB code never asked for): the switching hart's mm_cpumask bit is still buffered when the flusher reads the mask, its walk caches the PTE, no IPI, and it reads the page after it is freed",
+        sets: &[
+            "machine.arch=riscv",
+            "machine.cpus=2",
+            "inject.drop_barrier=switch_mm_cid.smp_mb__after_switch_mm",
+        ],
+        expect_safe: false,
+        sym: &[],
+        world: defer_vs_switch,
+    },
+    Config {
+        name: "riscv_defer_without_switch_mm_cid_smp_mb",
+        about: "RISC-V seed without switch_mm_cid's smp_mb: set_mm_asid's RISCV_FENCE(w,r) also publishes the mm_cpumask bit before the hart's walks, so the seed does not depend on the rseq barrier",
+        sets: &[
+            "machine.arch=riscv",
+            "machine.cpus=2",
+            "riscv.defer_flush_to_context_switch=true",
+            "inject.drop_barrier=switch_mm_cid.smp_mb__after_switch_mm",
+        ],
+        expect_safe: true,
+        sym: &[],
+        world: defer_vs_switch,
+    },
+    Config {
         name: "arm64_madvise_race",
         about: "arm64 upstream: the madvise race; tlb_flush's broadcast TLBIs are in flight until dsb(ish) (weak model)",
         sets: &["machine.arch=arm64"],
@@ -685,6 +718,22 @@ pub const CATALOGUE: &[Config] = &[
         world: collapse_vs_gup_global_asid,
     },
     Config {
+        name: "arm64_collapse_vs_reader",
+        about: "arm64 upstream: MADV_COLLAPSE against a thread reading the range through the MMU; pmdp_collapse_flush's PMD clear reaches the walkers at its dsb(ishst)",
+        sets: &["machine.arch=arm64"],
+        expect_safe: true,
+        sym: &[],
+        world: collapse_vs_reader,
+    },
+    Config {
+        name: "drop_flush_tlb_range_dsb_ishst_collapse",
+        about: "arm64 MADV_COLLAPSE without the dsb(ishst) of pmdp_collapse_flush's flush_tlb_range: the TLBIs complete while the PMD clear is not yet visible to the walkers; the reader's walk goes through the old PMD, caches a small page, and uses it after the collapse copied and freed it",
+        sets: &["machine.arch=arm64", "inject.drop_barrier=__flush_tlb_range.dsb(ishst)"],
+        expect_safe: false,
+        sym: &[],
+        world: collapse_vs_reader,
+    },
+    Config {
         name: "arm64_collapse_targeted",
         about: "seed (b) step 2 on arm64 (broadcast TLBI, no flush IPI), weak memory model",
         sets: &["machine.arch=arm64", "mm.targeted_table_sync=true"],
@@ -786,6 +835,14 @@ pub const CATALOGUE: &[Config] = &[
         about: "arm64: TLBI VALE1IS at each unmap, one DSB ISH at arch_tlbbatch_flush (TLBIs in flight until it under the weak model)",
         sets: &["machine.arch=arm64"],
         expect_safe: true,
+        sym: &[],
+        world: kswapd_vs_reader,
+    },
+    Config {
+        name: "drop_flush_tlb_range_dsb_ishst_reclaim",
+        about: "arm64 kswapd without arch_tlbbatch_add_pending's dsb(ishst) (__flush_tlb_range_nosync): the batched TLBI completes before try_to_unmap_one's PTE clear reaches the page walkers, so the reader's walk re-caches the old PTE and uses the page after kswapd frees it",
+        sets: &["machine.arch=arm64", "inject.drop_barrier=__flush_tlb_range.dsb(ishst)"],
+        expect_safe: false,
         sym: &[],
         world: kswapd_vs_reader,
     },

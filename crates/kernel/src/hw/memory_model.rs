@@ -167,10 +167,13 @@ impl Loc {
     /// holds (weak model)? Not a PTE that `__ptep_set_access_flags` reads
     /// in its `cmpxchg` loop under the PTE lock (an exclusive read sees the
     /// newest value), a TLBI, or the walkers' lagging view ([`Loc::PteWalk`]).
+    /// Nor an `mm_cpumask` bit: the RISC-V flushers read the mask after
+    /// their PTE clear, a fully ordered `xchg`, so from memory (a bit
+    /// still in its hart's store buffer is what they can miss).
     pub fn read_may_be_stale(self) -> bool {
         !matches!(
             self,
-            Loc::Pte { .. } | Loc::Tlbi { .. } | Loc::PteWalk { .. }
+            Loc::Pte { .. } | Loc::Tlbi { .. } | Loc::PteWalk { .. } | Loc::MmCpumask { .. }
         )
     }
 
@@ -258,7 +261,7 @@ impl std::fmt::Display for Loc {
             }
             Loc::PteWalk { table, idx } => write!(
                 f,
-                "the page walkers' view of the PTE at index {idx} of table frame {table}"
+                "the page walkers' view of the entry at index {idx} of table frame {table}"
             ),
             Loc::ActiveAsids(c) => write!(f, "CPU{c}'s active_asids"),
             Loc::AsidGeneration => write!(f, "asid_generation"),
@@ -481,6 +484,12 @@ pub const SET_MM_ASID_FENCE: &str = "set_mm_asid.RISCV_FENCE(w,r)";
 /// (`need_tlb_flush = true`) and the re-read of `loaded_asid`.
 pub const SHOULD_IPI_FLUSH_SMP_MB: &str = "should_ipi_flush.smp_mb";
 
+/// kernel/sched/core.c `switch_mm_cid` (6.12): the full barrier after
+/// `switch_mm` on a switch to a user task (`smp_mb()` from a kernel
+/// thread, `smp_mb__after_switch_mm()` from a user task: `smp_mb()` on
+/// arm64 and RISC-V, nothing on x86, whose CR3 write serializes).
+pub const SWITCH_MM_CID_SMP_MB: &str = "switch_mm_cid.smp_mb__after_switch_mm";
+
 /// arm64 `__flush_tlb_range` / `flush_tlb_page`: the `dsb(ishst)` before the TLBIs.
 pub const FLUSH_TLB_RANGE_DSB_ISHST: &str = "__flush_tlb_range.dsb(ishst)";
 /// arm64 `__flush_tlb_range` / `flush_tlb_page`: the `dsb(ish)` after the TLBIs.
@@ -545,6 +554,18 @@ pub const BARRIERS: &[NamedBarrier] = &[
         order: Order::Full,
         pairs_with: "set_mm_asid's RISCV_FENCE(w,r): the queued entry is visible before loaded_asid is \
                      re-read, so a hart that switched into the ASID in between drains it",
+    },
+    NamedBarrier {
+        name: SWITCH_MM_CID_SMP_MB,
+        kernel: "kernel/sched/core.c (6.12): context_switch -> switch_mm_cid (to user: smp_mb() from a \
+                 kernel thread, else smp_mb__after_switch_mm(), smp_mb() where the arch does not \
+                 override it: arm64, RISC-V; fe90f3967bdb)",
+        order: Order::Full,
+        pairs_with: "on RISC-V, nothing that was written for it: set_mm's cpumask_set_cpu is a relaxed \
+                     amoor.w, so this fence is what makes the hart's mm_cpumask bit visible before its \
+                     first walk of the new mm; the flusher's ptep_get_and_clear (amoswap.aqrl) then \
+                     reads mm_cpumask (store-buffering shape: the flusher sees the bit and IPIs, or \
+                     the walk sees the cleared PTE). It was added for rseq's mm_cid, not for the TLB",
     },
     NamedBarrier {
         name: FLUSH_TLB_RANGE_DSB_ISHST,
@@ -938,6 +959,10 @@ pub fn walker_read(w: &World, cpu: CpuId, loc: Loc, fx: &mut Effects) {
     }
     let lagging = match loc {
         Loc::Pte { table, idx } => Some(Loc::PteWalk { table, idx }),
+        Loc::PageTable { table, index } => Some(Loc::PteWalk {
+            table,
+            idx: index as u16,
+        }),
         _ => None,
     };
     for (owner, b) in w.membufs.iter().enumerate() {

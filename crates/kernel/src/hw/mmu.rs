@@ -83,13 +83,13 @@ pub fn user_access(w: &mut World, cpu: CpuId, va: u64, write: bool, fx: &mut Eff
                         p.table
                     ),
                 );
-                walk_and_cache_pud(w, c, asid, mm, va)
+                walk_and_cache_pud(w, c, asid, mm, va, fx)
             } else {
                 psc_used = true;
                 Some(Walk::Table(p.table))
             }
         }
-        None => walk_and_cache_pud(w, c, asid, mm, va),
+        None => walk_and_cache_pud(w, c, asid, mm, va, fx),
     };
     let (hit, table) = match pte_table {
         None => return Access::Fault,
@@ -215,7 +215,13 @@ fn walk_upper(w: &World, mm: crate::MmId, va: u64) -> Option<(Walk, Pfn)> {
     let mut table = *w.mms[mm as usize].pgd;
     let mut pmd_table = table;
     for level in [4u8, 3, 2] {
-        let e = w.mem.read(table, table_index(va, level))?;
+        let idx = table_index(va, level);
+        let mut e = w.mem.read(table, idx)?;
+        if w.cfg.memory_model != crate::hw::memory_model::MemoryModel::Sc {
+            // arm64: a cleared PMD the writer's DSB has not yet made
+            // visible to the walkers still leads to the old PTE table.
+            e = crate::hw::memory_model::walker_pte(w, table, idx);
+        }
         if !pte::present(e) {
             return None;
         }
@@ -238,8 +244,16 @@ fn walk_and_cache_pud(
     asid: u16,
     mm: crate::MmId,
     va: u64,
+    fx: &mut Effects,
 ) -> Option<Walk> {
     let (walk, pmd_table) = walk_upper(w, mm, va)?;
+    if fx.tracing {
+        let loc = crate::hw::memory_model::Loc::PageTable {
+            table: pmd_table,
+            index: table_index(va, 2),
+        };
+        crate::hw::memory_model::walker_read(w, c as CpuId, loc, fx);
+    }
     let g = w.mem.gen(pmd_table);
     let swap = w.cpus[c].tlb.pud_psc_fill(asid, va, pmd_table, g);
     if w.psc_index.0.enabled() {

@@ -153,6 +153,18 @@ pub fn preempt(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     schedule(w, cpu, fx);
 }
 
+/// kernel/sched/core.c: `switch_mm_cid`'s barrier on a switch to a user
+/// task (6.12: `smp_mb()` from a kernel thread, `smp_mb__after_switch_mm()`
+/// from a user task). Only its barrier is modelled, on arm64 and RISC-V:
+/// x86 overrides `smp_mb__after_switch_mm()` with nothing (the CR3 write
+/// serializes) and its `switch_mm_irqs_off` runs as split steps.
+fn switch_mm_cid(w: &mut World, cpu: CpuId, fx: &mut Effects) {
+    use crate::hw::memory_model as mo;
+    if w.cfg.arch != machine::scenario::Arch::X86 {
+        mo::barrier(w, cpu, Some(mo::SWITCH_MM_CID_SMP_MB), mo::Order::Full, fx);
+    }
+}
+
 /// kernel/sched/core.c: `__schedule` → `context_switch`: run the next task on
 /// this CPU's runqueue, or go idle. A task without an mm (kernel thread, idle)
 /// gets `enter_lazy_tlb`; a user task gets `switch_mm` (x86: `switch_mm_irqs_off`).
@@ -185,6 +197,7 @@ pub fn schedule(w: &mut World, cpu: CpuId, fx: &mut Effects) {
                 enter_lazy_tlb(w, cpu, fx);
             } else {
                 switch_mm(w, cpu, mm, fx);
+                switch_mm_cid(w, cpu, fx);
             }
         }
         None => enter_lazy_tlb(w, cpu, fx),

@@ -372,6 +372,9 @@ pub fn arch_tlbbatch_add_pending(
     fx: &mut Effects,
 ) {
     batch.tlbis += 1;
+    // __flush_tlb_range_nosync: dsb(ishst) first, so the PTE clears are
+    // visible to the page walkers before the TLBI.
+    mo::barrier(w, cpu, Some(mo::FLUSH_TLB_RANGE_DSB_ISHST), Order::Full, fx);
     if *w.mms[mm as usize].context_id == 0 {
         return; // never ran: no TLB holds its entries
     }

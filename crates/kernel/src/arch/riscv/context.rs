@@ -13,6 +13,12 @@ use machine::{Cost, CpuId};
 /// previous mm's `mm_cpumask` (its TLB is flushed on every switch); with
 /// ASIDs it never does (its TLB may still hold the old ASID's entries), so
 /// the mask only grows. Then `set_mm`.
+///
+/// `cpumask_set_cpu` / `cpumask_clear_cpu` are `set_bit` / `clear_bit`, a
+/// relaxed `amoor.w` / `amoand.w` (no `.aq`/`.rl`): under RVWMO the bit
+/// may become visible to other harts after this hart's later loads and
+/// page walks, so the checker buffers it ([`mm_cpumask_store`]) until a
+/// fence (`switch_mm_cid`'s, or seed (d)'s in `set_mm_asid`) or a drain.
 pub fn switch_mm(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) {
     let c = cpu as usize;
     let prev = w.cpus[c].tlbstate.loaded_mm;
@@ -21,10 +27,9 @@ pub fn switch_mm(w: &mut World, cpu: CpuId, next: MmId, fx: &mut Effects) {
     }
     let use_asid = w.cfg.riscv.asid_bits > 0;
     if !use_asid && prev != INIT_MM {
-        w.mms[prev as usize].cpumask.clear(cpu);
+        mm_cpumask_store(w, cpu, prev, false, fx);
     }
-    w.mms[next as usize].cpumask.set(cpu);
-    fx.write(crate::world::layout::mm_cpumask(next, cpu));
+    mm_cpumask_store(w, cpu, next, true, fx);
     let flush = if use_asid {
         set_mm_asid(w, cpu, next, fx)
     } else {
@@ -120,8 +125,44 @@ fn trim_recent(w: &mut World, cpu: CpuId, prev: MmId, next: MmId, fx: &mut Effec
             fx.cost(Cost::SfenceVmaAsid, 1);
             w.counters.sfence_vma += 1;
         }
-        w.mms[m as usize].cpumask.clear(cpu);
-        fx.write(crate::world::layout::mm_cpumask(m, cpu));
+        mm_cpumask_store(w, cpu, m, false, fx);
         w.counters.cpumask_cleared += 1;
     }
+}
+
+/// `cpumask_set_cpu(cpu, mm_cpumask(mm))` / `cpumask_clear_cpu` by `cpu`
+/// itself: a relaxed AMO on the bit, through the checker's memory model
+/// (buffered under RVWMO; memory at once under SC and in the simulator).
+pub fn mm_cpumask_store(w: &mut World, cpu: CpuId, mm: MmId, set: bool, fx: &mut Effects) {
+    mo::store(w, cpu, Loc::MmCpumask { mm, cpu }, set as u64, fx);
+    fx.write(crate::world::layout::mm_cpumask(mm, cpu));
+}
+
+/// `cpumask_test_cpu(cpu, mm_cpumask(mm))` by `cpu` itself: its own newest
+/// store to the bit (store-to-load forwarding), else memory.
+pub fn mm_cpumask_test_own(w: &World, cpu: CpuId, mm: MmId, fx: &mut Effects) -> bool {
+    fx.read(crate::world::layout::mm_cpumask(mm, cpu));
+    mo::load(w, cpu, Loc::MmCpumask { mm, cpu }, fx) != 0
+}
+
+/// `__flush_tlb_range(mm, mm_cpumask(mm), ...)`'s read of the mask by
+/// `cpu`: memory, with `cpu`'s own bit through its store buffer. A bit
+/// another hart set but still buffers is not seen (labelled when tracing:
+/// the read past that buffer).
+pub fn read_mm_cpumask(w: &World, cpu: CpuId, mm: MmId, fx: &mut Effects) -> machine::CpuMask {
+    let mut mask = w.mms[mm as usize].cpumask.clone();
+    if w.cfg.memory_model == mo::MemoryModel::Sc {
+        return mask;
+    }
+    if mm_cpumask_test_own(w, cpu, mm, fx) {
+        mask.set(cpu);
+    } else {
+        mask.clear(cpu);
+    }
+    if fx.tracing {
+        for c in (0..w.cpus.len() as CpuId).filter(|&c| c != cpu) {
+            mo::load(w, cpu, Loc::MmCpumask { mm, cpu: c }, fx);
+        }
+    }
+    mask
 }

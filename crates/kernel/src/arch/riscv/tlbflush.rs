@@ -183,9 +183,8 @@ fn clear_cpu_after_flush_all(w: &mut World, cpu: CpuId, mm: Option<MmId>, fx: &m
     if !w.cfg.riscv.cpumask_clear_on_flush_all || w.cpus[cpu as usize].tlbstate.loaded_mm == mm {
         return;
     }
-    if w.mms[mm as usize].cpumask.test(cpu) {
-        w.mms[mm as usize].cpumask.clear(cpu);
-        fx.write(crate::world::layout::mm_cpumask(mm, cpu));
+    if crate::arch::riscv::context::mm_cpumask_test_own(w, cpu, mm, fx) {
+        crate::arch::riscv::context::mm_cpumask_store(w, cpu, mm, false, fx);
         w.counters.cpumask_cleared += 1;
     }
 }
@@ -315,6 +314,9 @@ impl FlushTlbRange {
             Pc::Start => {
                 w.preempt_disable(cpu);
                 fx.cost(Cost::FlushInfoInit, 1);
+                if let Some(mm) = self.mm {
+                    self.cmask = crate::arch::riscv::context::read_mm_cpumask(w, cpu, mm, fx);
+                }
                 if self.cmask.is_empty() {
                     self.pc = Pc::Done;
                     return Flow::Continue;
