@@ -288,3 +288,29 @@ fn riscv_mm_cpumask_bit_is_ordered_only_by_switch_mm_cid() {
         assert_eq!(run(n, None).verdict, "safe", "{n}");
     }
 }
+
+/// Speculative walks (`machine.speculative_walks`): a walker may cache a
+/// translation with no access. In `switch_then_read` hart 1 makes no
+/// access between its first switch into the mm and the madvise, so
+/// without them dropping switch_mm_cid's smp_mb is safe; with them the
+/// walker caches P in that window (the step is printed as such, before
+/// the flusher's read that misses the buffered bit) and the page is used
+/// after it is freed. The upstream barrier keeps it safe either way.
+#[test]
+fn speculative_walks_cache_translations_no_access_asked_for() {
+    let find = |n: &str| CATALOGUE.iter().find(|c| c.name == n).unwrap();
+    let run = |n: &str| explore(&build_with(find(n), &[], None).unwrap(), Bounds::default());
+    assert_eq!(run("drop_switch_mm_cid_smp_mb_late_reader").verdict, "safe");
+    let o = run("drop_switch_mm_cid_smp_mb_speculative");
+    assert_eq!(o.verdict, "unsafe");
+    let text = o.counterexample.join("\n");
+    let walk = text
+        .find("CPU1: the hardware walker speculatively walks 0x7f0000000000 (no access)")
+        .expect(&text);
+    let missed = text
+        .find("reads mm1's mm_cpumask bit 1 from memory while CPU1's store to it is still in its store buffer")
+        .expect(&text);
+    assert!(walk < missed, "{text}");
+    assert!(text.contains("violation I1"), "{text}");
+    assert_eq!(run("riscv_switch_vs_flush_speculative").verdict, "safe");
+}

@@ -388,6 +388,10 @@ fn renaming_commutes_with_step() {
             || name == "drop_switch_mm_cid_smp_mb"
             || name == "riscv_defer_without_switch_mm_cid_smp_mb"
             // CPU1 holds two tasks (mm A and mm B), CPU0 one.
+            || name == "drop_switch_mm_cid_smp_mb_late_reader"
+            || name == "drop_switch_mm_cid_smp_mb_speculative"
+            || name == "riscv_switch_vs_flush_speculative"
+            // CPU1 holds two tasks (mm A and mm B), CPU0 one.
             || name.ends_with("switch_back_race")
             || name == "drop_switch_mm_smp_mb"
             || name == "drop_should_flush_tlb_smp_rmb"

@@ -53,3 +53,19 @@ fn the_simulator_refuses_the_checker_only_dsb_switch() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("only `tlblab check`"), "{err}");
 }
+
+#[test]
+fn the_simulator_refuses_speculative_walks() {
+    let (code, _, err) = tlblab(&[
+        "run",
+        "cow-reuse-race",
+        "--set",
+        "machine.speculative_walks=true",
+    ]);
+    assert_eq!(code, 2);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("machine.speculative_walks: only `tlblab check`"),
+        "{err}"
+    );
+}

@@ -267,6 +267,10 @@ pub enum Label {
         task: TaskId,
         rt: bool,
     },
+    /// Checker: the hardware walker cached `va` speculatively (no access).
+    SpeculativeWalk {
+        va: u64,
+    },
     /// A kernel load/store at a vmalloc address (global translation).
     KernelAccess {
         va: u64,
@@ -585,6 +589,10 @@ impl fmt::Display for Label {
                 f,
                 "hrtimer wakes task {task}{}",
                 if rt { " (SCHED_FIFO: need_resched)" } else { "" }
+            ),
+            Label::SpeculativeWalk { va } => write!(
+                f,
+                "the hardware walker speculatively walks {va:#x} (no access)"
             ),
             Label::KernelAccess { va, hit } => write!(
                 f,

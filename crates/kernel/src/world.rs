@@ -951,6 +951,12 @@ pub struct KernelCfg {
     /// Run x86 `switch_mm_irqs_off` as separate load/store/barrier steps
     /// (the checker; the simulator runs it as one step).
     pub split_steps: bool,
+    /// Checker, `machine.speculative_walks`: the page addresses the
+    /// programs touch, which a CPU's walker may cache at any moment
+    /// ([`StepKind::SpecWalk`]); empty otherwise.
+    pub spec_targets: Vec<u64>,
+    /// `machine.speculative_walks` (checker only).
+    pub speculative_walks: bool,
     /// The scheduling domains the fair class places tasks on.
     pub topology: machine::Topology,
 }
@@ -974,6 +980,10 @@ pub enum StepKind {
     /// The hardware drains slot `slot` of the CPU's store buffer to memory
     /// (checker memory models other than SC only).
     Drain { slot: u8 },
+    /// The hardware walker caches target `target` of
+    /// [`KernelCfg::spec_targets`] in this CPU's TLB (checker,
+    /// `machine.speculative_walks`).
+    SpecWalk { target: u8 },
     /// Step `on` with its loads returning the messages `picks` names
     /// (checker, weak model: [`crate::effects::Picks`]; `on` alone reads
     /// the newest value of every location).
@@ -1125,6 +1135,8 @@ impl World {
             },
             memory_model: Default::default(),
             split_steps: false,
+            spec_targets: Vec::new(),
+            speculative_walks: s.machine.speculative_walks,
             topology: machine::Topology::build(m.topology, m.arch, m.cpus),
         };
         if !s.inject.drop_barrier.is_empty()
@@ -1330,11 +1342,29 @@ impl World {
             pins: Vec::new(),
             cpus_allowed_all: false,
         });
+        if self.cfg.speculative_walks {
+            self.note_spec_targets(id);
+        }
         self.cpus[cpu as usize].rq.push_back(id);
         if measured {
             *self.measuring += 1;
         }
         id
+    }
+
+    /// `machine.speculative_walks`: the pages task `t`'s program touches
+    /// become speculative-walk targets (at most 8 in all).
+    fn note_spec_targets(&mut self, t: TaskId) {
+        let prog = self.tasks[t as usize].prog.clone();
+        for op in prog.iter() {
+            if let crate::user::UserOp::Touch { addr, .. } = op {
+                let page = addr & !(machine::PAGE_SIZE - 1);
+                let targets = &mut self.cfg.spec_targets;
+                if !targets.contains(&page) && targets.len() < 8 {
+                    targets.push(page);
+                }
+            }
+        }
     }
 
     /// Record a broken invariant.
@@ -1528,6 +1558,13 @@ impl World {
         for slot in crate::hw::memory_model::drain_choices(self, c) {
             out.push((c, StepKind::Drain { slot: slot as u8 }));
         }
+        // The walker may cache a translation of the loaded mm at any
+        // moment (checker, machine.speculative_walks).
+        for (i, &va) in self.cfg.spec_targets.iter().enumerate() {
+            if crate::hw::mmu::speculative_walk_fills(self, c, va) {
+                out.push((c, StepKind::SpecWalk { target: i as u8 }));
+            }
+        }
         // Under KVM the host may deschedule a vCPU at any point, even
         // with IRQs off, and run it again later.
         if self.cfg.paravirt == machine::scenario::Paravirt::Kvm && self.cfg.vcpu_preemption {
@@ -1686,6 +1723,10 @@ impl World {
                 // Hardware only: no kernel code runs, no quiescent state.
                 crate::hw::memory_model::drain(self, cpu, slot as usize, fx);
             }
+            StepKind::SpecWalk { target } => {
+                let va = self.cfg.spec_targets[target as usize];
+                crate::hw::mmu::speculative_walk(self, cpu, va, fx);
+            }
             StepKind::Picked { on, picks } => {
                 fx.picks.given = picks;
                 self.step_kernel(cpu, on.kind(), fx);
@@ -1739,7 +1780,9 @@ impl World {
                 crate::sched::core::scheduler_tick(self, cpu, migrate_to, fx)
             }
             StepKind::TimerIrq => crate::sched::core::hrtimer_wakeup(self, cpu, fx),
-            StepKind::Drain { .. } | StepKind::Picked { .. } => unreachable!("handled in step"),
+            StepKind::Drain { .. } | StepKind::Picked { .. } | StepKind::SpecWalk { .. } => {
+                unreachable!("handled in step")
+            }
         }
     }
 

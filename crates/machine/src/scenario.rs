@@ -162,6 +162,11 @@ pub struct MachineCfg {
     /// `kernel::sched::fair`, on `machine.topology`); it exists to test how
     /// results depend on migrations the placement would not make.
     pub migrate_pct: u32,
+    /// `tlblab check` only: the hardware walkers may cache a translation of
+    /// the loaded address space at any moment, without an access (a
+    /// speculative walk), for each address the world's programs touch.
+    /// The simulator refuses it.
+    pub speculative_walks: bool,
     /// The scheduling-domain topology the fair class places tasks on
     /// (`crate::topology`): `auto` (the architecture's bundled profile's
     /// machine), `flat`, `sg2042`, `neoverse_n2`, `icelake_2s`, `two_nodes`.
@@ -194,6 +199,7 @@ impl Default for MachineCfg {
             smi_us: 200,
             timeslice_us: 0,
             migrate_pct: 0,
+            speculative_walks: false,
             topology: Default::default(),
             preemption: Preemption::None,
             irqoff_hz: 0,
@@ -726,6 +732,11 @@ impl Scenario {
                 "machine.pcid",
                 "true | false",
                 "PCID: 6 dynamic ASIDs per CPU",
+            ),
+            (
+                "machine.speculative_walks",
+                "true | false",
+                "hardware walkers cache the programs' addresses at any moment (tlblab check only)",
             ),
             (
                 "machine.jitter_pct",

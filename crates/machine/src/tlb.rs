@@ -697,6 +697,11 @@ impl Tlb {
         Some(s.data.touch(&mut s.hints, set, j))
     }
 
+    /// Does the TLB hold a translation of `va` for `asid`? (No LRU update.)
+    pub fn holds(&self, asid: u16, va: u64) -> bool {
+        self.d().find(asid, va).is_some()
+    }
+
     /// Cache a translation (a TLB fill after a page walk).
     #[inline(always)]
     pub fn fill(&mut self, asid: u16, va: u64, hit: TlbHit) {

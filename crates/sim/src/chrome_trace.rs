@@ -272,6 +272,7 @@ fn kind_name(kind: StepKind) -> &'static str {
         } => "scheduler_tick (migrate)",
         StepKind::TimerIrq => "hrtimer_interrupt",
         StepKind::Drain { .. } => "store buffer drain",
+        StepKind::SpecWalk { .. } => "speculative page walk",
         StepKind::Picked { .. } => "run (loads of older messages)",
     }
 }
@@ -332,6 +333,7 @@ fn kernel_name(l: &Label) -> &'static str {
         Label::SbiRfence { .. } => "sbi_remote_sfence_vma_asid",
         Label::Wakeup { .. } => "hrtimer_wakeup",
         Label::KernelAccess { .. } => "kernel access",
+        Label::SpeculativeWalk { .. } => "speculative walk",
         Label::StoreBuffered { .. }
         | Label::Drained { .. }
         | Label::ReadPastBuffer { .. }

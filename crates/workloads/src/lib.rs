@@ -261,6 +261,11 @@ pub fn build(s: &Scenario) -> Result<World, Error> {
             "inject.asid_fastpath_blind_store: only `tlblab check` splits check_and_switch_context into its fast-path steps (the simulator switches in one step)".into(),
         ));
     }
+    if s.machine.speculative_walks {
+        return Err(Error::Config(
+            "machine.speculative_walks: only `tlblab check` explores speculative walks (the simulator walks at accesses only)".into(),
+        ));
+    }
     if s.inject.arm64_broadcast_dsb_nsh {
         return Err(Error::Config(
             "inject.arm64_broadcast_dsb_nsh: only `tlblab check` sees TLBIs in flight (the simulator completes each as it issues it)".into(),

@@ -30,7 +30,7 @@ use collapse::{
 use hugetlb::{hugetlb_unshare, hugetlb_unshare_4cpu};
 use migrate::migrate_vs_gup;
 use reclaim::kswapd_vs_reader;
-use riscv::defer_vs_switch;
+use riscv::{defer_vs_switch, switch_then_read};
 use vmalloc::{vfree_lazy_vs_reader, vmalloc_vs_reader};
 use x86_flush::{
     lazy_return, madvise_race, munmap_1w_1r, munmap_1w_2r, preempting_flush, race_1w_2r,
@@ -522,6 +522,53 @@ pub const CATALOGUE: &[Config] = &[
         expect_safe: false,
         sym: &[],
         world: defer_vs_switch,
+    },
+    Config {
+        name: "drop_switch_mm_cid_smp_mb_late_reader",
+        about: "RISC-V upstream without switch_mm_cid's smp_mb, hart 1 reading P only after switching away and back: no access falls in the window where its mm_cpumask bit is still buffered, so without speculative walks nothing is cached there",
+        sets: &[
+            "machine.arch=riscv",
+            "machine.cpus=2",
+            "inject.drop_barrier=switch_mm_cid.smp_mb__after_switch_mm",
+        ],
+        expect_safe: true,
+        sym: &[],
+        world: switch_then_read,
+    },
+    Config {
+        name: "drop_switch_mm_cid_smp_mb_speculative",
+        about: "the same with speculative walks: hart 1's walker caches P right after the switch, while the bit is still buffered; the madvise flush misses hart 1, and its ASID-tagged entry is used after the page is freed",
+        sets: &[
+            "machine.arch=riscv",
+            "machine.cpus=2",
+            "machine.speculative_walks=true",
+            "inject.drop_barrier=switch_mm_cid.smp_mb__after_switch_mm",
+        ],
+        expect_safe: false,
+        sym: &[],
+        world: switch_then_read,
+    },
+    Config {
+        name: "riscv_switch_vs_flush_speculative",
+        about: "RISC-V upstream (6.12) with speculative walks: switch_mm_cid's smp_mb publishes the mm_cpumask bit before the walker can use the new satp",
+        sets: &["machine.arch=riscv", "machine.cpus=2", "machine.speculative_walks=true"],
+        expect_safe: true,
+        sym: &[],
+        world: switch_then_read,
+    },
+    Config {
+        name: "drop_local_flush_dsb_nshst_speculative",
+        about: "FINDING, safe within the bounds: arm64 seed without local_flush_tlb_page's dsb(nshst), with speculative walks: this CPU's walker may re-cache the old read-only PTE after the local TLBI (the re-caching the seed thread warns of), which costs a spurious fault whose fix-up flushes it again; no use-after-free, no livelock",
+        sets: &[
+            "machine.arch=arm64",
+            "arm64.wp_reuse_flush=local",
+            "arm64.spurious_fault_flush=local",
+            "machine.speculative_walks=true",
+            "inject.drop_barrier=local_flush_tlb_page.dsb(nshst)",
+        ],
+        expect_safe: true,
+        sym: &[&[0, 1]],
+        world: wp_reuse_race,
     },
     Config {
         name: "riscv_defer_without_switch_mm_cid_smp_mb",

@@ -67,6 +67,51 @@ pub fn user_access(w: &mut World, cpu: CpuId, va: u64, write: bool, fx: &mut Eff
         write,
         hit: false,
     });
+    walk_and_fill(w, cpu, va, write, fx)
+}
+
+/// Checker (`machine.speculative_walks`): `cpu`'s hardware walker fills
+/// its TLB for `va` in the loaded address space at a moment of its own
+/// choosing, with no access (Arm ARM D8.13 and the RISC-V privileged
+/// spec allow translations to be cached speculatively; x86 too, which
+/// is why lazy CPUs get the freed-tables IPI). The same walk as an
+/// access's, I3 included; what it caches is checked at the next hit.
+pub fn speculative_walk(w: &mut World, cpu: CpuId, va: u64, fx: &mut Effects) {
+    fx.label(Label::SpeculativeWalk { va });
+    let c = &mut w.cpus[cpu as usize];
+    // A miss (speculative_walk_fills): the lookup notes it for the fill.
+    let missed = c.tlb.lookup(c.tlbstate.loaded_mm_asid, va);
+    debug_assert!(missed.is_none());
+    walk_and_fill(w, cpu, va, false, fx);
+}
+
+/// Would a speculative walk of `va` by `cpu` cache something new? (Its
+/// loaded address space maps `va` as the walkers see it, and its TLB has
+/// no entry for it.)
+pub fn speculative_walk_fills(w: &World, cpu: CpuId, va: u64) -> bool {
+    let c = &w.cpus[cpu as usize];
+    let mm = c.tlbstate.loaded_mm;
+    // (Not while x86's switch_mm_irqs_off has LOADED_MM_SWITCHING.)
+    mm != crate::INIT_MM
+        && (mm as usize) < w.mms.len()
+        && !c.tlb.holds(c.tlbstate.loaded_mm_asid, va)
+        && walk_upper(w, mm, va).is_some_and(|(walk, _)| match walk {
+            Walk::Huge(_) => true,
+            Walk::Table(t) => pte::present(crate::hw::memory_model::walker_pte(
+                w,
+                t,
+                table_index(va, 1),
+            )),
+        })
+}
+
+/// A TLB miss's walk: through the paging-structure cache or from the PGD,
+/// then the TLB fill. `Fault` when nothing (or nothing writable, for a
+/// write) is mapped.
+fn walk_and_fill(w: &mut World, cpu: CpuId, va: u64, write: bool, fx: &mut Effects) -> Access {
+    let c = cpu as usize;
+    let asid = w.cpus[c].tlbstate.loaded_mm_asid;
+    let mm = w.cpus[c].tlbstate.loaded_mm;
     // The paging-structure cache may hold the PTE table for this 2 MiB
     // region. If the walk goes through it, the walk's fill would store the
     // entry it found again: skipped.
