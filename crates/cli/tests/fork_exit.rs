@@ -69,3 +69,27 @@ fn arm64_broadcasts_the_same_flushes() {
         );
     }
 }
+
+/// With several children alive, each still sends `CHILD_ROUNDS + 1`
+/// call-function requests to CPU0 (`csd_queued`, derived as above), but
+/// CPU0 takes fewer interrupts than requests: `__smp_call_single_queue`
+/// sends an IPI only when its `llist_add` finds CPU0's
+/// `call_single_queue` empty, and one interrupt runs every request queued
+/// by then (`__flush_smp_call_function_queue`). One child at a time never
+/// finds the queue busy: one IPI per request.
+#[test]
+fn concurrent_children_coalesce_their_requests_to_cpu0() {
+    let one = fork_row("fork_exit", "riscv", &[]);
+    assert_eq!(one.arch["csd_queued"], one.arch["ipis_sent"]);
+    let r = fork_row("fork_exit", "riscv", &["workload.threads=3"]);
+    let per_fork = CHILD_ROUNDS as u64 + 1;
+    assert_eq!(r.arch["csd_queued"], 30 * per_fork);
+    assert_eq!(total(&r, "CAL"), r.arch["ipis_sent"]);
+    assert_eq!(r.interrupts.cal[0], total(&r, "CAL"), "all on CPU0");
+    assert!(
+        r.arch["ipis_sent"] < r.arch["csd_queued"],
+        "{} IPIs for {} requests",
+        r.arch["ipis_sent"],
+        r.arch["csd_queued"]
+    );
+}
