@@ -5,6 +5,18 @@ use check::configs::{build_with, CATALOGUE};
 use check::{explore, Bounds};
 use kernel::hw::memory_model::{MemoryModel, BARRIERS};
 
+fn config(name: &str) -> &'static check::configs::Config {
+    CATALOGUE.iter().find(|c| c.name == name).unwrap()
+}
+
+/// Explore catalogue check `name` under `model` (None: its architecture's).
+fn run(name: &str, model: Option<MemoryModel>) -> check::Outcome {
+    explore(
+        &build_with(config(name), &[], model).unwrap(),
+        Bounds::default(),
+    )
+}
+
 fn drop_checks() -> Vec<&'static check::configs::Config> {
     CATALOGUE
         .iter()
@@ -105,8 +117,6 @@ fn unknown_barrier_names_are_refused() {
 /// that misses the other side's store printed.
 #[test]
 fn riscv_seed_fences_are_the_store_buffering_shape() {
-    let find = |n: &str| CATALOGUE.iter().find(|c| c.name == n).unwrap();
-    let run = |n: &str, m| explore(&build_with(find(n), &[], m).unwrap(), Bounds::default());
     for n in [
         "riscv_defer_vs_switch",
         "riscv_defer_vs_switch_mask_clearing",
@@ -156,8 +166,6 @@ fn riscv_seed_fences_are_the_store_buffering_shape() {
 /// a broadcast TLBI is not completed by a dsb(nsh).
 #[test]
 fn arm64_tlbis_are_in_flight_until_their_dsb() {
-    let find = |n: &str| CATALOGUE.iter().find(|c| c.name == n).unwrap();
-    let run = |n: &str, m| explore(&build_with(find(n), &[], m).unwrap(), Bounds::default());
     for name in ["arm64_wp_reuse_broadcast", "arm64_wp_reuse_local_seed"] {
         let (weak, sc) = (run(name, None), run(name, Some(MemoryModel::Sc)));
         assert_eq!((weak.verdict, sc.verdict), ("safe", "safe"), "{name}");
@@ -166,7 +174,7 @@ fn arm64_tlbis_are_in_flight_until_their_dsb() {
         // add nothing: the weak model equals SC.
         let one = |m| {
             explore(
-                &build_with(find(name), &["machine.cpus=1".into()], m).unwrap(),
+                &build_with(config(name), &["machine.cpus=1".into()], m).unwrap(),
                 Bounds::default(),
             )
         };
@@ -232,8 +240,6 @@ fn arm64_tlbis_are_in_flight_until_their_dsb() {
 /// pre-rollover `active_asids` at once).
 #[test]
 fn arm64_asid_fast_path_needs_its_cmpxchg_under_arms_model() {
-    let find = |n: &str| CATALOGUE.iter().find(|c| c.name == n).unwrap();
-    let run = |n: &str, m| explore(&build_with(find(n), &[], m).unwrap(), Bounds::default());
     for m in [None, Some(MemoryModel::Sc)] {
         assert_eq!(run("arm64_asid_fastpath_vs_rollover", m).verdict, "safe");
     }
@@ -262,8 +268,6 @@ fn arm64_asid_fast_path_needs_its_cmpxchg_under_arms_model() {
 /// it; the seed's `set_mm_asid` fence closes it on its own.
 #[test]
 fn riscv_mm_cpumask_bit_is_ordered_only_by_switch_mm_cid() {
-    let find = |n: &str| CATALOGUE.iter().find(|c| c.name == n).unwrap();
-    let run = |n: &str, m| explore(&build_with(find(n), &[], m).unwrap(), Bounds::default());
     let o = run("drop_switch_mm_cid_smp_mb", None);
     assert_eq!(o.verdict, "unsafe");
     let text = o.counterexample.join("\n");
@@ -298,8 +302,7 @@ fn riscv_mm_cpumask_bit_is_ordered_only_by_switch_mm_cid() {
 /// after it is freed. The upstream barrier keeps it safe either way.
 #[test]
 fn speculative_walks_cache_translations_no_access_asked_for() {
-    let find = |n: &str| CATALOGUE.iter().find(|c| c.name == n).unwrap();
-    let run = |n: &str| explore(&build_with(find(n), &[], None).unwrap(), Bounds::default());
+    let run = |n: &str| run(n, None);
     assert_eq!(run("drop_switch_mm_cid_smp_mb_late_reader").verdict, "safe");
     let o = run("drop_switch_mm_cid_smp_mb_speculative");
     assert_eq!(o.verdict, "unsafe");

@@ -8,15 +8,22 @@ use kernel::user::UserOp;
 use kernel::World;
 use machine::{Error, Scenario, PAGE_SIZE};
 
-/// Threads of one mm over a populated 2 MiB: CPU0 MADV_COLLAPSEs it and
-/// then zaps it (freeing the deposited table, which a later fault may reuse);
-/// every other CPU GUP-fasts two of its pages.
-pub(super) fn collapse_vs_gup(s: &Scenario) -> Result<World, Error> {
+/// A world with one mm over a populated 2 MiB at P: the world, the mm,
+/// the length.
+fn populated_hpage(s: &Scenario) -> Result<(World, kernel::MmId, u64), Error> {
     let mut w = World::new(s)?;
     let mm = w.mm_alloc()?;
     let len = machine::HPAGE_SIZE;
     w.add_vma(mm, P, len);
     kernel::mm::memory::populate_range(&mut w, mm, P, P + len)?;
+    Ok((w, mm, len))
+}
+
+/// Threads of one mm over a populated 2 MiB: CPU0 MADV_COLLAPSEs it and
+/// then zaps it (freeing the deposited table, which a later fault may reuse);
+/// every other CPU GUP-fasts two of its pages.
+pub(super) fn collapse_vs_gup(s: &Scenario) -> Result<World, Error> {
+    let (mut w, mm, len) = populated_hpage(s)?;
     w.spawn(
         mm,
         0,
@@ -55,11 +62,7 @@ pub(super) fn collapse_vs_gup(s: &Scenario) -> Result<World, Error> {
 /// thread, reads one of its pages three times through the MMU (hardware
 /// walks through the PMD, not GUP-fast).
 pub(super) fn collapse_vs_reader(s: &Scenario) -> Result<World, Error> {
-    let mut w = World::new(s)?;
-    let mm = w.mm_alloc()?;
-    let len = machine::HPAGE_SIZE;
-    w.add_vma(mm, P, len);
-    kernel::mm::memory::populate_range(&mut w, mm, P, P + len)?;
+    let (mut w, mm, len) = populated_hpage(s)?;
     w.spawn(
         mm,
         0,
@@ -81,11 +84,7 @@ pub(super) fn collapse_vs_reader(s: &Scenario) -> Result<World, Error> {
 /// isolates decides the outcome: collapsed, or `SCAN_PAGE_COUNT` (at the
 /// scan, or after the flush with the PMD restored).
 pub(super) fn collapse_vs_pin(s: &Scenario) -> Result<World, Error> {
-    let mut w = World::new(s)?;
-    let mm = w.mm_alloc()?;
-    let len = machine::HPAGE_SIZE;
-    w.add_vma(mm, P, len);
-    kernel::mm::memory::populate_range(&mut w, mm, P, P + len)?;
+    let (mut w, mm, len) = populated_hpage(s)?;
     let collapse = vec![
         UserOp::MadviseCollapse { start: P, len },
         UserOp::Touch {
