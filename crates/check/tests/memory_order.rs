@@ -83,8 +83,7 @@ fn sequential_consistency_catches_no_dropped_barrier() {
 #[test]
 fn tso_adds_states_only_where_a_barrier_is_missing() {
     let states = |name: &str, model| {
-        let c = CATALOGUE.iter().find(|c| c.name == name).unwrap();
-        let o = explore(&build_with(c, &[], model).unwrap(), Bounds::default());
+        let o = run(name, model);
         (o.verdict, o.states)
     };
     for name in ["x86_switch_back_race", "x86_lazy_return_race"] {
