@@ -40,7 +40,7 @@ fn every_workload_has_defaults_that_build() {
         "fork_exit and fork_exit_placed are the 21st and 22nd (issue 32)"
     );
     let mut built = 0;
-    for info in &all {
+    for info in all {
         let s = defaults(info.name).unwrap();
         assert_eq!(s.workload.name, info.name);
         assert_eq!(s.name, info.name);
