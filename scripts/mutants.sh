@@ -10,12 +10,15 @@
 #   cd /tmp/mutants-run && scripts/mutants.sh --shard 1/4
 # Needs cargo-mutants (scripts/install-mutants.sh). nice: other builds first.
 set -eu
+# --workspace: the workspace's default-members is the cli alone (b794959);
+# without it cargo-mutants sees only crates/cli and every -f below matches
+# nothing ("0 mutants", exit 0).
 if [ "${1:-}" = "--oracle" ]; then
     shift
     # A missed mutant runs the whole of the three packages' tests (~3.5 min
     # on 2 shared cores, the checker's symmetry and thread tests most of
     # it): 240 s is a timeout only for a mutant that loops.
-    exec nice -n 15 cargo mutants --in-place --baseline=skip \
+    exec nice -n 15 cargo mutants --workspace --in-place --baseline=skip \
         -f crates/kernel/src/hw/mmu.rs \
         --test-package kernel --test-package sim --test-package check \
         --timeout 240 --build-timeout 900 "$@"
@@ -24,7 +27,7 @@ RE='FlushTlbMmRange::step|flush_tlb_func|native_flush_tlb_multi|switch_mm_irqs_o
 RE="$RE|tlb_finish_mmu|tlb_remove_table_sync_one"
 RE="$RE|FlushTlbRange::|may_defer|enqueue|local_tlb_flush_queue_drain"
 RE="$RE|__ptep_set_access_flags|flush_tlb_fix_spurious_fault|local_flush_tlb_page"
-exec nice -n 15 cargo mutants --in-place --baseline=skip \
+exec nice -n 15 cargo mutants --workspace --in-place --baseline=skip \
     -f crates/kernel/src/arch/x86/tlb.rs \
     -f crates/kernel/src/mm/mmu_gather.rs \
     -f crates/kernel/src/arch/riscv/tlbflush.rs \
