@@ -174,10 +174,14 @@ fn riscv_rollover_flushes_each_hart_once() {
     }
     assert_eq!(w.asids.rollovers, 0);
     assert_eq!(w.counters.full_flushes, 0);
+    assert_eq!(w.cpus[0].tlbstate.loaded_mm_asid, 7, "the last free ASID");
     w.cpus[0].tlb.fill(6, VA, hit(m[5], 5));
     fx.labels.clear();
     riscv_switch_mm(&mut w, 0, m[7], &mut fx);
     assert_eq!(w.asids.rollovers, 1);
+    // flush_context kept the ASIDs active on the harts (7 on hart 0, 1 on
+    // hart 1): the first free one is 2.
+    assert_eq!(w.cpus[0].tlbstate.loaded_mm_asid, 2);
     assert_eq!(w.counters.full_flushes, 1, "hart 0 flushed once");
     assert!(w.cpus[0].tlb.lookup(6, VA).is_none());
     assert!(
@@ -191,9 +195,14 @@ fn riscv_rollover_flushes_each_hart_once() {
     riscv_switch_mm(&mut w, 1, m[1], &mut fx);
     assert_eq!(w.counters.full_flushes, 2);
     assert!(w.cpus[1].tlb.lookup(1, VA).is_none());
-    // Hart 0's next switch is not a rollover flush any more.
+    // mm 1's old ASID 2 went to mm 7: it gets the next free one.
+    assert_eq!(w.cpus[1].tlbstate.loaded_mm_asid, 3);
+    // Hart 0's next switch is not a rollover flush any more; mm 0 keeps
+    // ASID 1 (reserved for it by hart 1 at the rollover).
     riscv_switch_mm(&mut w, 0, m[0], &mut fx);
     assert_eq!(w.counters.full_flushes, 2);
+    assert_eq!(w.cpus[0].tlbstate.loaded_mm_asid, 1);
+    assert_eq!(w.asids.rollovers, 1);
 }
 
 /// `riscv.cpumask_clear_threshold=2`: a hart that switched 2 times since
