@@ -85,17 +85,19 @@ pub fn speculative_walk(w: &mut World, cpu: CpuId, va: u64, fx: &mut Effects) {
     walk_and_fill(w, cpu, va, false, fx);
 }
 
-/// Would a speculative walk of `va` by `cpu` cache something new? (Its
-/// loaded address space maps `va` as the walkers see it, and its TLB has
-/// no entry for it.)
+/// Would a speculative walk of `va` by `cpu` do something? Its TLB has
+/// no entry for `va`, and either its paging-structure cache holds the
+/// PTE table (the walk goes through it, I3 checked) or its loaded
+/// address space maps `va` as the walkers see it.
 pub fn speculative_walk_fills(w: &World, cpu: CpuId, va: u64) -> bool {
     let c = &w.cpus[cpu as usize];
-    let mm = c.tlbstate.loaded_mm;
+    let (mm, asid) = (c.tlbstate.loaded_mm, c.tlbstate.loaded_mm_asid);
     // (Not while x86's switch_mm_irqs_off has LOADED_MM_SWITCHING.)
-    mm != crate::INIT_MM
-        && (mm as usize) < w.mms.len()
-        && !c.tlb.holds(c.tlbstate.loaded_mm_asid, va)
-        && walk_upper(w, mm, va).is_some_and(|(walk, _)| match walk {
+    if mm == crate::INIT_MM || mm as usize >= w.mms.len() || c.tlb.holds(asid, va) {
+        return false;
+    }
+    c.tlb.psc_lookup(asid, va).is_some()
+        || walk_upper(w, mm, va).is_some_and(|(walk, _)| match walk {
             Walk::Huge(_) => true,
             Walk::Table(t) => pte::present(crate::hw::memory_model::walker_pte(
                 w,
