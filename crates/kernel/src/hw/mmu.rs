@@ -72,9 +72,9 @@ pub fn user_access(w: &mut World, cpu: CpuId, va: u64, write: bool, fx: &mut Eff
 
 /// Checker (`machine.speculative_walks`): `cpu`'s hardware walker fills
 /// its TLB for `va` in the loaded address space at a moment of its own
-/// choosing, with no access (Arm ARM D8.13 and the RISC-V privileged
-/// spec allow translations to be cached speculatively; x86 too, which
-/// is why lazy CPUs get the freed-tables IPI). The same walk as an
+/// choosing, with no access (the Arm ARM and the RISC-V privileged spec
+/// allow translations to be cached speculatively; x86 too, which is
+/// why lazy CPUs get the freed-tables IPI). The same walk as an
 /// access's, I3 included; what it caches is checked at the next hit.
 pub fn speculative_walk(w: &mut World, cpu: CpuId, va: u64, fx: &mut Effects) {
     fx.label(Label::SpeculativeWalk { va });
