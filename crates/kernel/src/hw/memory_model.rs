@@ -909,8 +909,10 @@ pub fn pending_tlbi(w: &World, cpu: CpuId, asid: u16, va: u64) -> Option<(CpuId,
 
 /// arm64, checker: `cpu` stored `new` over `old` in the PTE at `idx` of
 /// `table` (memory now holds `new`); the page walkers keep seeing `old`
-/// until a DSB by `cpu` or a drain ([`Loc::PteWalk`]). Under SC, or when
-/// nothing changed, the walkers see `new` at once.
+/// until a DSB by `cpu` or a drain ([`Loc::PteWalk`]). Under SC, and on
+/// the other architectures (their PTE clears are fully ordered `xchg`s:
+/// `lock xchg` on x86, `amoswap.d.aqrl` on RISC-V), the walkers see `new`
+/// at once.
 pub fn pte_store_for_walkers(
     w: &mut World,
     cpu: CpuId,
@@ -919,7 +921,7 @@ pub fn pte_store_for_walkers(
     old: u64,
     fx: &mut Effects,
 ) {
-    if w.cfg.memory_model == MemoryModel::Sc {
+    if w.cfg.memory_model == MemoryModel::Sc || w.cfg.arch != machine::scenario::Arch::Arm64 {
         return;
     }
     let loc = Loc::PteWalk {

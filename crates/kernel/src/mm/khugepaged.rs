@@ -236,10 +236,10 @@ impl CollapseHugePage {
                 let (pmd_table, pmd) = read_pmd(w, mm, self.addr).expect("PMD level exists");
                 self.orig_pmd = pmd;
                 set_pmd(w, cpu, pmd_table, self.addr, 0, fx);
-                if w.cfg.arch == machine::scenario::Arch::Arm64 && !w.cfg.mm.targeted_table_sync {
-                    // pmdp_huge_get_and_clear (xchg_relaxed): the walkers
-                    // see the clear at the flush's dsb(ishst). (With the
-                    // targeted sync the store itself is buffered.)
+                if !w.cfg.mm.targeted_table_sync {
+                    // arm64: pmdp_huge_get_and_clear (xchg_relaxed): the
+                    // walkers see the clear at the flush's dsb(ishst). (With
+                    // the targeted sync the store itself is buffered.)
                     let idx = machine::mem::table_index(self.addr, 2);
                     mo::pte_store_for_walkers(w, cpu, pmd_table, idx, pmd, fx);
                 }

@@ -437,11 +437,9 @@ fn do_wp_page(
         idx,
         pte::make(new, pte::WRITE | pte::USER | pte::ACCESSED | pte::DIRTY),
     );
-    if w.cfg.arch == machine::scenario::Arch::Arm64 {
-        // ptep_clear_flush's clear (xchg_relaxed) reaches the page walkers
-        // at flush_tlb_page's dsb(ishst); until then they see the old entry.
-        crate::hw::memory_model::pte_store_for_walkers(w, cpu, table, idx, e, fx);
-    }
+    // arm64: ptep_clear_flush's clear (xchg_relaxed) reaches the page
+    // walkers at flush_tlb_page's dsb(ishst); until then they see the old entry.
+    crate::hw::memory_model::pte_store_for_walkers(w, cpu, table, idx, e, fx);
     let flow = crate::arch::flush_tlb_page(w, mm, va & !(PAGE_SIZE - 1), fx);
     Fault::Flush(flow, old)
 }
@@ -627,12 +625,10 @@ pub fn zap_pte_range(
             let region = addr & !(HPAGE_SIZE - 1);
             if addr == region && stop == next {
                 w.mem.write(pmd_table, table_index(addr, 2), 0);
-                if w.cfg.arch == machine::scenario::Arch::Arm64 {
-                    // pmdp_huge_get_and_clear_full: seen by the walkers at
-                    // tlb_flush's dsb(ishst).
-                    let idx = table_index(addr, 2);
-                    crate::hw::memory_model::pte_store_for_walkers(w, cpu, pmd_table, idx, pmd, fx);
-                }
+                // arm64: pmdp_huge_get_and_clear_full, seen by the walkers
+                // at tlb_flush's dsb(ishst).
+                let idx = table_index(addr, 2);
+                crate::hw::memory_model::pte_store_for_walkers(w, cpu, pmd_table, idx, pmd, fx);
                 tlb.remove_huge_page(pte::pfn(pmd), region);
                 // zap_deposited_table → pte_free: the deposited table goes at once.
                 let dep = &mut w.mms[mm as usize].deposited;
@@ -657,16 +653,14 @@ pub fn zap_pte_range(
     };
     let mut cleared = 0u32;
     let mut va = addr & !(PAGE_SIZE - 1);
-    let walkers_lag = w.cfg.arch == machine::scenario::Arch::Arm64;
     while va < stop {
         let idx = table_index(va, 1);
         let e = w.mem.read(table, idx).unwrap_or(0);
         if pte::present(e) {
             // ptep_get_and_clear_full, tlb_remove_tlb_entry, __tlb_remove_page
             w.mem.write(table, idx, 0);
-            if walkers_lag {
-                crate::hw::memory_model::pte_store_for_walkers(w, cpu, table, idx, e, fx);
-            } else if w.cfg.arch == machine::scenario::Arch::Riscv {
+            crate::hw::memory_model::pte_store_for_walkers(w, cpu, table, idx, e, fx);
+            if w.cfg.arch == machine::scenario::Arch::Riscv {
                 // RISC-V's clear is atomic_long_xchg (amoswap.d.aqrl):
                 // fully ordered, so this hart's older stores (an
                 // mm_cpumask bit) are visible no later than the clear.

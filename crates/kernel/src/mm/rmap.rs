@@ -137,11 +137,9 @@ fn nuke_pte(
         return (0, None);
     }
     w.mem.write(table, idx, entry(e));
-    if w.cfg.arch == machine::scenario::Arch::Arm64 {
-        // The clear reaches the page walkers at the flush's dsb(ishst)
-        // (flush_tlb_page's, or arch_tlbbatch_add_pending's).
-        crate::hw::memory_model::pte_store_for_walkers(w, cpu, table, idx, e, fx);
-    }
+    // arm64: the clear reaches the page walkers at the flush's dsb(ishst)
+    // (flush_tlb_page's, or arch_tlbbatch_add_pending's).
+    crate::hw::memory_model::pte_store_for_walkers(w, cpu, table, idx, e, fx);
     if should_defer_flush(w, cpu, mm) {
         // ptep_get_and_clear + set_tlb_ubc_flush_pending.
         set_tlb_ubc_flush_pending(w, cpu, ubc, mm, e, va, fx);

@@ -243,7 +243,9 @@ impl FlushTlbRange {
     pub fn new(w: &World, mm: Option<MmId>, start: u64, end: u64) -> Self {
         let n = w.cpus.len();
         let cmask = match mm {
-            Some(m) => w.mms[m as usize].cpumask.clone(),
+            // mm_cpumask(mm) is read in the first step (`Pc::Start`,
+            // through this hart's store buffer: `read_mm_cpumask`).
+            Some(_) => CpuMask::new(n),
             None => {
                 let mut all = CpuMask::new(n);
                 (0..n).for_each(|c| all.set(c as CpuId));
