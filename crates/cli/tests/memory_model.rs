@@ -41,31 +41,23 @@ fn the_simulator_refuses_drop_barrier_and_list_names_the_barriers() {
     }
 }
 
-#[test]
-fn the_simulator_refuses_the_checker_only_dsb_switch() {
-    let (code, _, err) = tlblab(&[
-        "run",
-        "cow-reuse-race",
-        "--set",
-        "inject.arm64_broadcast_dsb_nsh=true",
-    ]);
+/// `tlblab run cow-reuse-race --set KV` is refused in one line containing `why`.
+fn simulator_refuses(kv: &str, why: &str) {
+    let (code, _, err) = tlblab(&["run", "cow-reuse-race", "--set", kv]);
     assert_eq!(code, 2);
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("only `tlblab check`"), "{err}");
+    assert!(err.contains(why), "{err}");
+}
+
+#[test]
+fn the_simulator_refuses_the_checker_only_dsb_switch() {
+    simulator_refuses("inject.arm64_broadcast_dsb_nsh=true", "only `tlblab check`");
 }
 
 #[test]
 fn the_simulator_refuses_speculative_walks() {
-    let (code, _, err) = tlblab(&[
-        "run",
-        "cow-reuse-race",
-        "--set",
+    simulator_refuses(
         "machine.speculative_walks=true",
-    ]);
-    assert_eq!(code, 2);
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.contains("machine.speculative_walks: only `tlblab check`"),
-        "{err}"
+        "machine.speculative_walks: only `tlblab check`",
     );
 }
