@@ -73,7 +73,10 @@ fn batch_alloc_failure_waits_a_grace_period_unless_skipped() {
     let mean = |r: &sim::Report| r.main_op().unwrap().latency_ns.mean;
     let base = go(&[]);
     let rcu = go(&["mm.table_batch_alloc_fail=true", "mm.pt_reclaim=off"]);
-    assert_eq!(rcu.arch["table_sync_rcu"], iters);
+    // One per munmap, and one more at the exit: `exit_mmap`'s
+    // `free_pgtables` hands the PMD and PUD tables to the same gather
+    // (one fallback per gather in the model), outside the measured op.
+    assert_eq!(rcu.arch["table_sync_rcu"], iters + 1);
     assert_eq!(mean(&rcu) - mean(&base), 3_000_000.0);
     let skip = go(&[
         "mm.table_batch_alloc_fail=true",
@@ -81,7 +84,7 @@ fn batch_alloc_failure_waits_a_grace_period_unless_skipped() {
         "mm.skip_redundant_table_sync=true",
     ]);
     assert_eq!(skip.arch["table_sync_rcu"], 0);
-    assert_eq!(skip.arch["table_sync_rcu_skipped"], iters);
+    assert_eq!(skip.arch["table_sync_rcu_skipped"], iters + 1);
     assert_eq!(mean(&skip), mean(&base));
     let pt = go(&["mm.table_batch_alloc_fail=true"]);
     assert_eq!(

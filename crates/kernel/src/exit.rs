@@ -3,7 +3,8 @@
 //! `wait()` returns).
 //!
 //! ```text
-//!   child:  do_exit -> exit_mm (mmput -> exit_mmap: the child's last flush)
+//!   child:  do_exit -> exit_mm (mmput -> exit_mmap: the last user tears the
+//!                   mm down, `mm::mmap::exit_mm`: pages, tables, one flush)
 //!                   -> exit_notify -> do_notify_parent -> __wake_up_parent
 //!                      -> try_to_wake_up(parent), from the child's CPU,
 //!                         not WF_SYNC for placement (the waker is PF_EXITING)

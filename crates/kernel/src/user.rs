@@ -106,8 +106,12 @@ pub enum UserOp {
     /// `wait(&status)` for any child (`do_wait`): returns at once if a
     /// child has exited and was not reaped yet, else sleeps until one exits.
     Wait,
-    /// `exit()`: the last flush of the mm (`exit_mmap`), then
+    /// `exit()`: the last task of an mm tears it down (`exit_mmap`: pages,
+    /// tables below the PGD, the `fullmm` flush), then
     /// `do_notify_parent` wakes a parent sleeping in [`UserOp::Wait`].
+    /// A program that ends without it leaves its CPU and keeps the mm as it
+    /// is (as if another user still held `mm_users`): what tests use to
+    /// look at a world's page tables after the run.
     Exit,
     /// `madvise(start, len, MADV_PAGEOUT)`: reclaim the range now
     /// (batched unmap flush, `arch_tlbbatch_flush`).
@@ -458,6 +462,9 @@ pub fn step_user(w: &mut World, cpu: CpuId, t: TaskId, fx: &mut Effects) -> Flow
             Flow::Yield
         }
         UserOp::Exit => {
+            if let Some(f) = crate::mm::mmap::exit_mm(w, t) {
+                return call(w, t, || Frame::Munmap(f));
+            }
             if let Some(flush) = crate::arch::riscv::tlbflush::exit_mmap(w, t) {
                 return flush;
             }

@@ -122,12 +122,8 @@ fn child_mapper(s: &Scenario, file: u32, nprocs: u32) -> Result<Vec<UserOp>, Err
             start: MAP_BASE,
             len,
         },
-        // exit_mmap's teardown of what it inherited (the model's RISC-V
-        // exit only flushes): its pages and tables go back.
-        UserOp::Munmap {
-            start: PARENT_BASE,
-            len: PARENT_PAGES as u64 * PAGE_SIZE,
-        },
+        // exit: exit_mmap tears down what it inherited (its pages, and
+        // its tables at every level but the PGD) with one fullmm flush.
         UserOp::Exit,
     ])
 }

@@ -151,7 +151,8 @@ impl Munmap {
             }
             Pc::FreePgtables => {
                 self.pc = Pc::Flush;
-                if !self.hugetlb && free_pgtables(w, task, self.start, self.end) {
+                let upper = |w: &mut World| self.fullmm && free_upper_pgtables(w, task);
+                if !self.hugetlb && (free_pgtables(w, task, self.start, self.end) | upper(w)) {
                     Flow::Yield
                 } else {
                     Flow::Continue
@@ -271,6 +272,46 @@ impl Munmap {
     }
 }
 
+/// kernel/exit.c: `exit_mm` → kernel/fork.c `mmput` → mm/mmap.c
+/// `exit_mmap` (read in CachyOS/linux `06b47f69`, 6.18-class), when task
+/// `t` is the last user of its mm (`mm_users` drops to 0): a `fullmm`
+/// gather over every VMA (`unmap_vmas`), `free_pgtables` (each PTE table
+/// through `pte_free_tlb` → `tlb_remove_table`, RCU-freed), and
+/// `tlb_finish_mmu` → `tlb_flush` (x86: `flush_tlb_mm_range(mm, 0,
+/// TLB_FLUSH_ALL, .., freed_tables)`, which IPIs the lazy CPUs that still
+/// have the mm loaded; arm64: `flush_tlb_mm`; RISC-V: `flush_tlb_mm`).
+/// An mm with no modelled VMA left (a real process still has its text
+/// and stack, which the model does not map) still frees the tables its
+/// munmaps left above the PTE level. `None` when another task still uses
+/// the mm, or it has a hugetlb VMA (the model's unmap takes hugetlb ranges
+/// one at a time).
+pub fn exit_mm(w: &mut World, t: TaskId) -> Option<Munmap> {
+    let task = &w.tasks[t as usize];
+    let mm = task.mm;
+    if task.us.sub != 0 || mm == crate::INIT_MM || !last_user(w, t) {
+        return None;
+    }
+    let vmas = &w.mms[mm as usize].vmas;
+    if vmas.iter().any(|v| v.hugetlb) {
+        return None;
+    }
+    let start = vmas.iter().map(|v| v.start).min().unwrap_or(0);
+    let end = vmas.iter().map(|v| v.end).max().unwrap_or(0);
+    w.tasks[t as usize].us.sub = 1;
+    Some(Munmap::exit_mmap(start, end - start))
+}
+
+/// kernel/fork.c: `mmput`'s `atomic_dec_and_test(&mm->mm_users)`: no other
+/// task that has not exited uses task `t`'s mm. (A footprint reads the
+/// number of tasks and the tasks of that mm only: a task's `mm` is fixed
+/// by the step that creates it, which writes that number.)
+pub fn last_user(w: &World, t: TaskId) -> bool {
+    let mm = w.tasks[t as usize].mm;
+    let of_mm = |i: usize| machine::footprint::paused(|| w.tasks[i].id != t && w.tasks[i].mm == mm);
+    let live = |i: usize| w.tasks[i].state != crate::world::TaskState::Exited;
+    !(0..w.tasks.len()).any(|i| of_mm(i) && live(i))
+}
+
 /// mm/memory.c: `free_pgtables` → `free_pgd_range` (PTE level only): unhook
 /// each PTE table of `[start, end)` that no remaining VMA overlaps and hand it
 /// to the gather (`pte_free_tlb`). Returns whether any table was unhooked.
@@ -298,6 +339,41 @@ fn free_pgtables(w: &mut World, task: TaskId, start: u64, end: u64) -> bool {
             }
         }
         region = re;
+    }
+    any
+}
+
+/// mm/memory.c: `free_pgtables` → `free_pgd_range` → `free_pud_range` /
+/// `free_pmd_range` above the PTE level, for `exit_mmap` (no VMA left, so
+/// floor and ceiling allow every level): each PMD table, then each PUD
+/// table, left empty is unhooked and handed to the gather (`pmd_free_tlb`,
+/// `pud_free_tlb` → `tlb_remove_table`, freed after the flush and an RCU
+/// grace period). The PGD stays until `__mmdrop` (not modelled). Returns
+/// whether any table was unhooked.
+fn free_upper_pgtables(w: &mut World, task: TaskId) -> bool {
+    let mm = w.tasks[task as usize].mm;
+    let pgd = *w.mms[mm as usize].pgd;
+    let mut any = false;
+    for i in 0..512u64 {
+        let pge = w.mem.read(pgd, i as usize).unwrap_or(0);
+        if !pte::present(pge) {
+            continue;
+        }
+        let (pud, region) = (pte::pfn(pge), i << 39);
+        for j in 0..512u64 {
+            let e = w.mem.read(pud, j as usize).unwrap_or(0);
+            if pte::present(e) && !pte::huge(e) && w.mem.table_empty(pte::pfn(e)) {
+                w.mem.write(pud, j as usize, 0);
+                let g = &mut w.tasks[task as usize].gather;
+                g.remove_pmd_table(pte::pfn(e), region + (j << PUD_SHIFT));
+                any = true;
+            }
+        }
+        if w.mem.table_empty(pud) {
+            w.mem.write(pgd, i as usize, 0);
+            w.tasks[task as usize].gather.remove_pud_table(pud, region);
+            any = true;
+        }
     }
     any
 }

@@ -145,6 +145,13 @@ impl MmuGather {
         self.tables.push(pfn);
     }
 
+    /// `pud_free_tlb` → `tlb_flush_p4d_range` + `tlb_remove_table`: a PUD
+    /// table covering 512 GiB from `region` (no P4D level in the model:
+    /// counted as a PUD-level clear).
+    pub fn remove_pud_table(&mut self, pfn: Pfn, region: u64) {
+        self.remove_pmd_table(pfn, region);
+    }
+
     /// `pte_free_tlb` → `tlb_flush_pmd_range(tlb, address, PAGE_SIZE)` +
     /// `tlb_remove_table`: a PTE table covering `[va, va + 2M)`; the range
     /// grows by one page only.
@@ -299,7 +306,11 @@ pub fn check_unshared_table_reuse(w: &mut World, mm: MmId, table: Pfn) {
 }
 
 /// Invariant 3: no CPU (other than those with `except` loaded) holds `table`
-/// in its paging-structure caches under the ASID it has loaded.
+/// in its paging-structure caches under the ASID it has loaded. A vCPU the
+/// host preempted with `KVM_VCPU_FLUSH_TLB` set runs nothing before the
+/// host flushes its TLB (`record_steal_time` → `kvm_vcpu_flush_tlb_guest`),
+/// so its caches cannot be walked (its software walkers are the RCU
+/// grace period's business).
 fn check_table_uncached(
     w: &mut World,
     table: Pfn,
@@ -307,7 +318,10 @@ fn check_table_uncached(
     what: impl Fn(CpuId) -> String,
 ) {
     let holds = |c: &crate::world::Cpu| {
-        Some(c.tlbstate.loaded_mm) != except && c.tlb.psc_holds(c.tlbstate.loaded_mm_asid, table)
+        let flushed_on_entry = c.vcpu_preempted && c.kvm_flush_pending;
+        Some(c.tlbstate.loaded_mm) != except
+            && !flushed_on_entry
+            && c.tlb.psc_holds(c.tlbstate.loaded_mm_asid, table)
     };
     let mut bad: Vec<(CpuId, bool, MmId)> = Vec::new();
     let mut ask = |c: &crate::world::Cpu| {

@@ -423,14 +423,26 @@ pub fn arch_tlbbatch_flush(
 /// arch/arm64/include/asm/tlb.h: `tlb_flush`: `__flush_tlb_range` of what
 /// the gather covered with `last_level = !freed_tables` and the stride of
 /// `tlb_get_unmap_size` (2 MiB if only huge PMDs were cleared). No IPIs,
-/// so nothing to wait for. (`fullmm`, exit: flush the mm only if tables
-/// were freed; the model's exec teardown is an ordinary unmap.)
+/// so nothing to wait for. `fullmm` (`exit_mmap`): only the walk cache
+/// matters ("the ASID allocator won't reallocate our ASID without
+/// invalidating the entire TLB"): `flush_tlb_mm` if tables were freed,
+/// else nothing.
 pub fn tlb_flush(w: &mut World, task: TaskId, fx: &mut Effects) -> Flow {
     let g = &w.tasks[task as usize].gather;
     if !g.needs_flush() {
         return Flow::Continue;
     }
     let (mm, start, end) = (g.mm, g.start, g.end);
+    if g.fullmm {
+        if g.freed_tables {
+            // flush_tlb_mm: dsb(ishst) (the clears reach the walkers),
+            // TLBI ASIDE1IS, dsb(ish).
+            let cpu = w.tasks[task as usize].cpu;
+            mo::barrier(w, cpu, None, Order::Full, fx);
+            flush_tlb_mm(w, mm, fx);
+        }
+        return Flow::Yield;
+    }
     let last_level = !g.freed_tables;
     let stride = tlb_get_unmap_size(w, task);
     if weak(w) && stride == PAGE_SIZE {

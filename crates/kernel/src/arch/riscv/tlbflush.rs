@@ -146,22 +146,16 @@ pub fn tlb_flush(w: &World, task: TaskId) -> Flow {
 
 /// kernel/exit.c → mm/mmap.c: `exit_mmap` → `tlb_finish_mmu` (`fullmm`) →
 /// `tlb_flush` → `flush_tlb_mm`: the last task of an mm flushes its ASID on
-/// every hart of `mm_cpumask` once, as it exits (the model keeps the pages
-/// and tables; only the flush is modelled). `None`: exit at once.
+/// every hart of `mm_cpumask` once, as it exits: for an mm with a hugetlb
+/// VMA, which `mm::mmap::exit_mm` does not tear down (the model keeps its
+/// pages and tables; only the flush is modelled). `None`: exit at once.
 pub fn exit_mmap(w: &mut World, task: TaskId) -> Option<Flow> {
     let t = &w.tasks[task as usize];
     let mm = t.mm;
     if w.cfg.arch != machine::scenario::Arch::Riscv || t.us.sub != 0 || mm == crate::INIT_MM {
         return None;
     }
-    // (A footprint reads the number of tasks and the tasks of `mm` only:
-    // a task's `mm` is fixed by the step that creates it, which writes
-    // that number.)
-    let n = w.tasks.len();
-    let of_mm =
-        |i: usize| machine::footprint::paused(|| w.tasks[i].id != task && w.tasks[i].mm == mm);
-    let shared = (0..n).any(|i| of_mm(i) && w.tasks[i].state != crate::world::TaskState::Exited);
-    if shared {
+    if !crate::mm::mmap::last_user(w, task) {
         return None;
     }
     w.tasks[task as usize].us.sub = 1;
