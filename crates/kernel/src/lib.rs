@@ -18,6 +18,7 @@ pub mod effects;
 pub mod exit;
 pub mod hw;
 pub mod kernel_smp;
+pub mod locking;
 pub mod mm;
 pub mod sched;
 pub mod symmetry;

@@ -32,6 +32,7 @@ use crate::hw::filled_index::FilledIndex;
 use crate::hw::memory_model::StoreBuffer;
 use crate::hw::psc_index::PscIndex;
 use crate::kernel_smp::{CallFunc, Csd};
+use crate::locking::rwsem::{Rwsem, RwsemWaiter};
 use crate::user::UserOp;
 use crate::world::{field, Cpu, Frame, Hint, Mm, RcuBatch, Task, Violation, World};
 use crate::TaskId;
@@ -174,11 +175,26 @@ impl Renaming<'_> {
         }
         b
     }
+    /// An rwsem with its writer and waiters renamed.
+    fn rwsem(&self, s: &Rwsem) -> Rwsem {
+        Rwsem {
+            writer: s.writer.map(|t| self.task(t)),
+            waiters: s
+                .waiters
+                .iter()
+                .map(|w| RwsemWaiter {
+                    task: self.task(w.task),
+                    ..*w
+                })
+                .collect(),
+            ..s.clone()
+        }
+    }
     fn mm(&self, m: &Mm) -> Mm {
         let mut n = m.clone();
         *n.cpumask = m.cpumask.permuted(self.cpu);
         n.running.0 = m.running.0.permuted(self.cpu);
-        *n.mmap_lock_writer = m.mmap_lock_writer.map(|t| self.task(t));
+        *n.mmap_lock = self.rwsem(&m.mmap_lock);
         n
     }
 }

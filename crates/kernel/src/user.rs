@@ -179,15 +179,16 @@ pub fn can_run(w: &World, task: &Task) -> bool {
     match task.prog.get(task.us.pc as usize) {
         Some(UserOp::Spin) => false,
         Some(UserOp::DoneSpin) => !task.us.done,
-        // mmap: mmap_write_lock, then (`us.sub` = 1) the readers of the
-        // VMAs it replaces gone.
+        // mmap: not asleep in mmap_write_lock (`us.sub` = 2), then
+        // (`us.sub` = 1) the readers of the VMAs it replaces gone.
         Some(
             UserOp::Mmap { start, len }
             | UserOp::MmapHugetlb { start, len }
             | UserOp::MmapFile { start, len, .. },
         ) => match task.us.sub {
-            0 => crate::mm::mmap_lock::mmap_write_lock_free(w, task.mm, task.id),
-            _ => crate::mm::mmap_lock::vma_start_write_free(w, task.mm, *start, start + len),
+            0 => true,
+            1 => crate::mm::mmap_lock::vma_start_write_free(w, task.mm, *start, start + len),
+            _ => !crate::mm::mmap_lock::mmap_lock_sleeping(w, task.mm, task.id),
         },
         _ => task.state != crate::world::TaskState::Exited,
     }
@@ -482,9 +483,10 @@ enum Mapping {
     File(u32),
 }
 
-/// mm/mmap.c: `mmap(MAP_FIXED)`: the syscall under `mmap_write_lock`,
-/// the VMAs it replaces write-locked (`vma_start_write`; their readers
-/// waited for: `us.sub` = 1, [`Flow::Block`]), the new VMA.
+/// mm/mmap.c: `mmap(MAP_FIXED)`: the syscall under `mmap_write_lock`
+/// (queued: `us.sub` = 2, [`Flow::Block`] until woken), the VMAs it
+/// replaces write-locked (`vma_start_write`; their readers waited for:
+/// `us.sub` = 1), the new VMA.
 fn sys_mmap(
     w: &mut World,
     t: TaskId,
@@ -498,7 +500,12 @@ fn sys_mmap(
         fx.cost(Cost::SyscallEntryExit, 1);
         fx.cost(Cost::MmapFixed, 1);
         fx.label(crate::Label::Syscall { nr: "mmap" });
-        crate::mm::mmap_lock::mmap_write_lock(w, mm, t, fx);
+        w.tasks[t as usize].us.sub = 2;
+    }
+    if w.tasks[t as usize].us.sub == 2 {
+        if !crate::mm::mmap_lock::mmap_write_lock(w, mm, t, fx) {
+            return Flow::Block;
+        }
         crate::mm::mmap_lock::vma_start_write(w, mm, start, start + len, fx);
         w.tasks[t as usize].us.sub = 1;
     }

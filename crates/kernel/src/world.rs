@@ -433,10 +433,9 @@ pub struct Mm {
     pub vmas: Field<Vec<Vma>>,
     /// `mm->context.next_trim_cpumask` (ns).
     pub next_trim_cpumask: Field<Time>,
-    /// `mmap_lock` held for write by this task.
-    pub mmap_lock_writer: Field<Option<TaskId>>,
-    /// `mmap_lock` readers (`mmap_read_lock`, or a writer downgraded).
-    pub mmap_lock_readers: Field<u16>,
+    /// `mmap_lock`: its writer, readers, hand-off bit and wait list
+    /// ([`crate::mm::mmap_lock`]).
+    pub mmap_lock: Field<crate::locking::rwsem::Rwsem>,
     /// PTE tables deposited under huge PMDs (`pmd_huge_pte`): (2 MiB address, table).
     pub deposited: Field<Vec<(u64, Pfn)>>,
     /// arm64/RISC-V `mm->context.id`: ASID generation | ASID (0 = none yet).
@@ -466,16 +465,15 @@ pub mod mm_field {
     pub const CPUMASK: usize = 4;
     pub const VMAS: usize = 5;
     pub const NEXT_TRIM_CPUMASK: usize = 6;
-    pub const MMAP_LOCK_WRITER: usize = 7;
-    pub const MMAP_LOCK_READERS: usize = 8;
-    pub const DEPOSITED: usize = 9;
-    pub const CONTEXT_ID: usize = 10;
-    pub const TLB_FLUSH_PENDING: usize = 11;
-    pub const GLOBAL_ASID: usize = 12;
-    pub const ASID_TRANSITION: usize = 13;
-    pub const RUNNING: usize = 14;
+    pub const MMAP_LOCK: usize = 7;
+    pub const DEPOSITED: usize = 8;
+    pub const CONTEXT_ID: usize = 9;
+    pub const TLB_FLUSH_PENDING: usize = 10;
+    pub const GLOBAL_ASID: usize = 11;
+    pub const ASID_TRANSITION: usize = 12;
+    pub const RUNNING: usize = 13;
     /// Each field's name, by number.
-    pub const NAMES: [&str; 15] = [
+    pub const NAMES: [&str; 14] = [
         "id",
         "ctx_id",
         "tlb_gen",
@@ -483,8 +481,7 @@ pub mod mm_field {
         "cpumask",
         "vmas",
         "next_trim_cpumask",
-        "mmap_lock_writer",
-        "mmap_lock_readers",
+        "mmap_lock",
         "deposited",
         "context_id",
         "tlb_flush_pending",
@@ -505,8 +502,7 @@ impl Mm {
             cpumask: Field::new(CpuMask::new(nr_cpus)),
             vmas: Field::new(Vec::new()),
             next_trim_cpumask: Field::new(next_trim_cpumask),
-            mmap_lock_writer: Field::new(None),
-            mmap_lock_readers: Field::new(0),
+            mmap_lock: Field::new(Default::default()),
             deposited: Field::new(Vec::new()),
             context_id: Field::new(0),
             tlb_flush_pending: Field::new(0),
@@ -532,8 +528,7 @@ impl Mm {
             cpumask,
             vmas,
             next_trim_cpumask,
-            mmap_lock_writer,
-            mmap_lock_readers,
+            mmap_lock,
             deposited,
             context_id,
             tlb_flush_pending,
@@ -548,8 +543,7 @@ impl Mm {
         cpumask.track_as(obj(mm_field::CPUMASK));
         vmas.track_as(obj(mm_field::VMAS));
         next_trim_cpumask.track_as(obj(mm_field::NEXT_TRIM_CPUMASK));
-        mmap_lock_writer.track_as(obj(mm_field::MMAP_LOCK_WRITER));
-        mmap_lock_readers.track_as(obj(mm_field::MMAP_LOCK_READERS));
+        mmap_lock.track_as(obj(mm_field::MMAP_LOCK));
         deposited.track_as(obj(mm_field::DEPOSITED));
         context_id.track_as(obj(mm_field::CONTEXT_ID));
         tlb_flush_pending.track_as(obj(mm_field::TLB_FLUSH_PENDING));
@@ -576,8 +570,7 @@ impl Clone for Mm {
             cpumask,
             vmas,
             next_trim_cpumask,
-            mmap_lock_writer,
-            mmap_lock_readers,
+            mmap_lock,
             deposited,
             context_id,
             tlb_flush_pending,
@@ -593,8 +586,7 @@ impl Clone for Mm {
             cpumask: cpumask.dup(),
             vmas: vmas.dup(),
             next_trim_cpumask: next_trim_cpumask.dup(),
-            mmap_lock_writer: mmap_lock_writer.dup(),
-            mmap_lock_readers: mmap_lock_readers.dup(),
+            mmap_lock: mmap_lock.dup(),
             deposited: deposited.dup(),
             context_id: context_id.dup(),
             tlb_flush_pending: tlb_flush_pending.dup(),
@@ -754,6 +746,13 @@ pub struct Counters {
     /// that fell back to `mmap_read_lock` (`VMA_LOCK_SUCCESS` / `VMA_LOCK_RETRY`-like).
     pub vma_lock_success: u64,
     pub vma_lock_fallback: u64,
+    /// kernel/locking/lock_events_list.h-like: `rwsem_sleep_reader` /
+    /// `rwsem_sleep_writer`, the `down_read` / `down_write` calls that
+    /// queued (`mmap_lock`); `rwsem_wlock_handoff`, the
+    /// hand-off bits set by writers that waited past `RWSEM_WAIT_TIMEOUT`.
+    pub rwsem_sleep_reader: u64,
+    pub rwsem_sleep_writer: u64,
+    pub rwsem_wlock_handoff: u64,
     /// FOLL_PIN pins taken by GUP-fast.
     pub gup_pins: u64,
     /// `huge_pmd_unshare` calls that dropped a shared PMD table.

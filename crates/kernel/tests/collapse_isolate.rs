@@ -260,13 +260,13 @@ fn a_racing_collapse_that_made_the_pmd_huge_counts_as_done() {
     let (mut w, mm) = world(&[]);
     w.tasks[1].us.pc = 2; // CPU1's task just exits: only CPU0 collapses.
     let mut fx = Effects::default();
-    // Another CPU holds mmap_lock for read: the scan shares it, the
-    // collapse then waits for the write lock at Pc::Lock.
-    mmap_read_lock(&mut w, mm, &mut fx);
+    // Another task holds mmap_lock for read: the scan shares it, the
+    // collapse then sleeps in mmap_write_lock, queued (Pc::LockWait).
+    assert!(mmap_read_lock(&mut w, mm, 1, &mut fx));
     drive(
         &mut w,
         |_, c, k| c == 0 && k == StepKind::Run,
-        |w| collapse_pc(w) == Some(Pc::Lock),
+        |w| collapse_pc(w) == Some(Pc::LockWait) && !w.can_run(0),
     );
     // Meanwhile the range became huge (a racing collapse installed it).
     let (pmd_table, _) = kernel::mm::gup::read_pmd(&w, mm, P).expect("a PMD");

@@ -431,6 +431,17 @@ fn arch_counters(sim: &Sim) -> BTreeMap<String, u64> {
             arch.insert(k.into(), v);
         }
     }
+    if c.rwsem_sleep_reader + c.rwsem_sleep_writer > 0 {
+        // A down_read / down_write queued (mmap_lock):
+        // reports without a lock sleep stay as they were.
+        for (k, v) in [
+            ("rwsem_sleep_reader", c.rwsem_sleep_reader),
+            ("rwsem_sleep_writer", c.rwsem_sleep_writer),
+            ("rwsem_wlock_handoff", c.rwsem_wlock_handoff),
+        ] {
+            arch.insert(k.into(), v);
+        }
+    }
     if c.table_sync_targeted > 0 {
         // Seed (b) step 2 only: reports without it stay as they were.
         arch.insert("table_sync_targeted".into(), c.table_sync_targeted);

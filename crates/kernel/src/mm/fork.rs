@@ -21,6 +21,8 @@ pub enum Pc {
     /// `copy_process`, `dup_mm`: a new mm, `mmap_write_lock(oldmm)`,
     /// `vma_start_write` of its VMAs.
     Enter,
+    /// Queued in `mmap_write_lock(oldmm)`: tries again when woken.
+    LockWait,
     /// `__vma_enter_locked`: wait for the VMAs' readers; copy the VMAs.
     VmaWait,
     /// `copy_page_range` of VMA `vma`, one PTE table (`copy_pte_range`) per step.
@@ -41,6 +43,18 @@ pub struct Fork {
 }
 
 impl Fork {
+    /// dup_mmap: `mmap_write_lock(oldmm)` (queued: sleep until woken, then
+    /// try again), `vma_start_write(mpnt)` of each VMA it copies (all at
+    /// once here).
+    fn dup_mmap_lock(&mut self, w: &mut World, mm: MmId, task: TaskId, fx: &mut Effects) -> Flow {
+        if !crate::mm::mmap_lock::mmap_write_lock(w, mm, task, fx) {
+            return Flow::Block;
+        }
+        crate::mm::mmap_lock::vma_start_write(w, mm, 0, u64::MAX, fx);
+        self.pc = Pc::VmaWait;
+        Flow::Continue
+    }
+
     pub fn new(child_cpu: CpuId, child_prog: Arc<[UserOp]>) -> Self {
         Fork {
             child_cpu,
@@ -50,12 +64,12 @@ impl Fork {
         }
     }
 
-    /// Can the next step run: at entry `mmap_write_lock(oldmm)` must be
-    /// free, then the VMAs' readers gone; afterwards this task holds them.
+    /// Can the next step run: not asleep in `mmap_write_lock(oldmm)`, then
+    /// the VMAs' readers gone; afterwards this task holds them.
     pub fn can_run(&self, w: &World, task: TaskId) -> bool {
         let mm = w.tasks[task as usize].mm;
         match self.pc {
-            Pc::Enter => crate::mm::mmap_lock::mmap_write_lock_free(w, mm, task),
+            Pc::LockWait => !crate::mm::mmap_lock::mmap_lock_sleeping(w, mm, task),
             Pc::VmaWait => crate::mm::mmap_lock::vma_start_write_free(w, mm, 0, u64::MAX),
             _ => true,
         }
@@ -80,14 +94,11 @@ impl Fork {
                         return Flow::Return;
                     }
                 };
-                // dup_mmap: mmap_write_lock(oldmm), vma_start_write(mpnt)
-                // of each VMA it copies (all at once here).
-                crate::mm::mmap_lock::mmap_write_lock(w, mm, task, fx);
-                crate::mm::mmap_lock::vma_start_write(w, mm, 0, u64::MAX, fx);
                 self.child_mm = child;
-                self.pc = Pc::VmaWait;
-                Flow::Continue
+                self.pc = Pc::LockWait;
+                self.dup_mmap_lock(w, mm, task, fx)
             }
+            Pc::LockWait => self.dup_mmap_lock(w, mm, task, fx),
             Pc::VmaWait => {
                 let child = self.child_mm;
                 *w.mms[child as usize].vmas = w.mms[mm as usize].vmas.clone();

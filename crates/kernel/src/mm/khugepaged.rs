@@ -141,8 +141,12 @@ pub enum Pc {
     /// `mmap_read_lock`, `hpage_collapse_scan_pmd`, `mmap_read_unlock`,
     /// `alloc_charge_folio`.
     Scan,
+    /// Queued in the scan's `mmap_read_lock`; the scan once granted it.
+    ScanWait,
     /// `mmap_write_lock`, `hugepage_vma_revalidate`, `check_pmd_still_valid`.
     Lock,
+    /// Queued in `mmap_write_lock`; tries again when woken.
+    LockWait,
     /// `vma_start_write` (waits for the VMA's readers), `anon_vma_lock_write`.
     VmaStartWrite,
     /// `pmdp_collapse_flush`.
@@ -179,13 +183,12 @@ impl CollapseHugePage {
         }
     }
 
-    /// Can the next step run: `mmap_read_lock` for the scan,
-    /// `mmap_write_lock`, then `vma_start_write` (no VMA readers).
+    /// Can the next step run: not asleep in the scan's `mmap_read_lock`
+    /// or in `mmap_write_lock`, then `vma_start_write` (no VMA readers).
     pub fn can_run(&self, w: &World, task: TaskId) -> bool {
         let mm = w.tasks[task as usize].mm;
         match self.pc {
-            Pc::Scan => mmap_read_lock_free(w, mm),
-            Pc::Lock => mmap_write_lock_free(w, mm, task),
+            Pc::ScanWait | Pc::LockWait => !mmap_lock_sleeping(w, mm, task),
             Pc::VmaStartWrite => vma_start_write_free(w, mm, self.addr, self.addr + HPAGE_SIZE),
             _ => true,
         }
@@ -199,9 +202,22 @@ impl CollapseHugePage {
             return Flow::Block;
         }
         match self.pc {
-            Pc::Scan => self.hpage_collapse_scan_pmd(w, task, fx),
-            Pc::Lock => {
-                mmap_write_lock(w, mm, task, fx);
+            Pc::Scan => {
+                let op = w.op_id("collapse_huge_page");
+                fx.stat(Stat::OpBegin(task, op));
+                if !mmap_read_lock(w, mm, task, fx) {
+                    self.pc = Pc::ScanWait;
+                    return Flow::Block;
+                }
+                self.hpage_collapse_scan_pmd(w, task, fx)
+            }
+            // Granted mmap_read_lock by the unlock that woke it.
+            Pc::ScanWait => self.hpage_collapse_scan_pmd(w, task, fx),
+            Pc::Lock | Pc::LockWait => {
+                if !mmap_write_lock(w, mm, task, fx) {
+                    self.pc = Pc::LockWait;
+                    return Flow::Block;
+                }
                 // hugepage_vma_revalidate + check_pmd_still_valid: the PMD
                 // still points to the table the scan saw.
                 let pmd = read_pmd(w, mm, self.addr).map_or(0, |(_, p)| p);
@@ -292,14 +308,13 @@ impl CollapseHugePage {
     }
 
     /// mm/khugepaged.c: `hpage_collapse_scan_pmd` under `mmap_read_lock`
-    /// (`find_pmd_or_thp_or_none`, `is_refcount_suitable` per present
-    /// page), then `collapse_huge_page`'s `mmap_read_unlock` and
-    /// `alloc_charge_folio`; straight on to `mmap_write_lock` when it is free.
+    /// (held: taken at `Pc::Scan`) (`find_pmd_or_thp_or_none`,
+    /// `is_refcount_suitable` per present page), then
+    /// `collapse_huge_page`'s `mmap_read_unlock` and `alloc_charge_folio`;
+    /// straight on to `mmap_write_lock`.
     fn hpage_collapse_scan_pmd(&mut self, w: &mut World, task: TaskId, fx: &mut Effects) -> Flow {
         let mm = w.tasks[task as usize].mm;
         let op = w.op_id("collapse_huge_page");
-        fx.stat(Stat::OpBegin(task, op));
-        mmap_read_lock(w, mm, fx);
         let pmd = read_pmd(w, mm, self.addr).map_or(0, |(_, p)| p);
         let scan = if !pte::present(pmd) {
             Err(ScanResult::PmdNull)
@@ -344,9 +359,6 @@ impl CollapseHugePage {
             }
         }
         self.pc = Pc::Lock;
-        if !mmap_write_lock_free(w, mm, task) {
-            return Flow::Block;
-        }
         Flow::Continue
     }
 
@@ -483,8 +495,8 @@ fn set_anon_vma_locked(w: &mut World, mm: crate::MmId, addr: u64, locked: bool) 
 }
 
 use crate::mm::mmap_lock::{
-    mmap_read_lock, mmap_read_lock_free, mmap_read_unlock, mmap_write_lock, mmap_write_lock_free,
-    mmap_write_unlock, vma_start_write, vma_start_write_free,
+    mmap_lock_sleeping, mmap_read_lock, mmap_read_unlock, mmap_write_lock, mmap_write_unlock,
+    vma_start_write, vma_start_write_free,
 };
 
 /// Set the PMD of `addr` in `pmd_table`. With seed (b) step 2 the store

@@ -55,13 +55,23 @@ impl MadviseDontneed {
             return Flow::Block;
         }
         match self.pc {
+            Pc::Enter if self.lock == FaultLock::WaitMmapRead => {
+                // Granted mmap_read_lock by the unlock that woke it.
+                self.lock = FaultLock::MmapRead;
+                tlb_gather_mmu(w, task, mm, false);
+                self.pc = Pc::Zap(self.start);
+                Flow::Continue
+            }
             Pc::Enter => {
                 fx.cost(Cost::SyscallEntryExit, 1);
                 fx.cost(Cost::ZapFixed, 1);
                 fx.label(Label::Syscall {
                     nr: "madvise(MADV_DONTNEED)",
                 });
-                self.lock = madvise_lock(w, mm, self.start, self.end, fx);
+                self.lock = madvise_lock(w, mm, task, self.start, self.end, fx);
+                if self.lock == FaultLock::WaitMmapRead {
+                    return Flow::Block;
+                }
                 tlb_gather_mmu(w, task, mm, false);
                 self.pc = Pc::Zap(self.start);
                 Flow::Continue
@@ -106,26 +116,24 @@ impl MadviseDontneed {
 }
 
 impl MadviseDontneed {
-    /// At entry: the VMA can be read-locked, or `mmap_read_lock` is free.
+    /// Asleep while queued in `mmap_read_lock` (not granted it yet).
     pub fn can_run(&self, w: &World, task: TaskId) -> bool {
-        if self.pc != Pc::Enter {
+        if self.lock != FaultLock::WaitMmapRead {
             return true;
         }
         let mm = w.tasks[task as usize].mm;
-        let vma_ok = w.mms[mm as usize]
-            .vmas
-            .iter()
-            .any(|v| v.start <= self.start && self.end <= v.end && !v.vm_write_locked);
-        vma_ok || crate::mm::mmap_lock::mmap_read_lock_free(w, mm)
+        !crate::mm::mmap_lock::mmap_lock_sleeping(w, mm, task)
     }
 }
 
 /// mm/madvise.c: `madvise_lock` → `try_vma_read_lock` (MADV_DONTNEED is
 /// `MADVISE_VMA_READ_LOCK` since 6.16): the VMA lock when the range lies in
-/// one VMA and no writer holds it, else `mmap_read_lock`.
+/// one VMA and no writer holds it, else `mmap_read_lock` (`WaitMmapRead`:
+/// queued in it).
 fn madvise_lock(
     w: &mut World,
     mm: crate::MmId,
+    task: TaskId,
     start: u64,
     end: u64,
     fx: &mut Effects,
@@ -143,8 +151,11 @@ fn madvise_lock(
         vma_end_read(w, mm, vstart, fx);
     }
     w.counters.vma_lock_fallback += 1;
-    mmap_read_lock(w, mm, fx);
-    FaultLock::MmapRead
+    if mmap_read_lock(w, mm, task, fx) {
+        FaultLock::MmapRead
+    } else {
+        FaultLock::WaitMmapRead
+    }
 }
 
 /// mm/madvise.c: `madvise_unlock`.

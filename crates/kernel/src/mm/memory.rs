@@ -34,7 +34,8 @@ pub enum FaultLock {
     None,
     /// `lock_vma_under_rcu` succeeded on the VMA starting here.
     Vma(u64),
-    /// `lock_vma_under_rcu` failed; sleeping in `mmap_read_lock`.
+    /// `lock_vma_under_rcu` failed; queued in `mmap_read_lock`, asleep
+    /// until granted the lock.
     WaitMmapRead,
     /// The VMA was write-locked (or absent): `lock_mm_and_find_vma` →
     /// `mmap_read_lock`.
@@ -52,14 +53,15 @@ impl PageFault {
         }
     }
 
-    /// Can the fault go on: a fault that fell back to `mmap_read_lock`
-    /// sleeps while a writer holds it; any other can run.
+    /// Can the fault go on: a fault queued in `mmap_read_lock` sleeps
+    /// until granted the lock; any other can run.
     pub fn can_run(&self, w: &World, task: TaskId) -> bool {
         let mm = w.tasks[task as usize].mm;
         if self.migration_wait {
             return !under_migration(w, mm, self.va);
         }
-        self.lock != FaultLock::WaitMmapRead || crate::mm::mmap_lock::mmap_read_lock_free(w, mm)
+        self.lock != FaultLock::WaitMmapRead
+            || !crate::mm::mmap_lock::mmap_lock_sleeping(w, mm, task)
     }
 
     /// arch/x86/mm/fault.c `do_user_addr_fault` (arm64 `do_page_fault`,
@@ -81,15 +83,20 @@ impl PageFault {
                 }
                 None => {
                     w.counters.vma_lock_fallback += 1;
-                    FaultLock::WaitMmapRead
+                    if !crate::mm::mmap_lock::mmap_read_lock(w, mm, task, fx) {
+                        // Queued: asleep until an unlock grants it the lock.
+                        self.lock = FaultLock::WaitMmapRead;
+                        return Flow::Block;
+                    }
+                    FaultLock::MmapRead
                 }
             };
         }
         if self.lock == FaultLock::WaitMmapRead {
-            if !crate::mm::mmap_lock::mmap_read_lock_free(w, mm) {
+            if crate::mm::mmap_lock::mmap_lock_sleeping(w, mm, task) {
                 return Flow::Block;
             }
-            crate::mm::mmap_lock::mmap_read_lock(w, mm, fx);
+            // Granted by the unlock that woke it.
             self.lock = FaultLock::MmapRead;
         }
         // (The common endings build their Flow here: no Flow is moved.)

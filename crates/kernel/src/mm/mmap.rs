@@ -14,8 +14,8 @@ use machine::{Cost, CpuId, HPAGE_SIZE};
 
 pub use crate::mm::mmap_lock::mmap_write_unlock;
 use crate::mm::mmap_lock::{
-    mmap_read_lock, mmap_read_lock_free, mmap_read_unlock, mmap_write_downgrade, mmap_write_lock,
-    mmap_write_lock_free, vma_start_write, vma_start_write_free,
+    mmap_lock_sleeping, mmap_read_lock, mmap_read_unlock, mmap_write_downgrade, mmap_write_lock,
+    vma_start_write, vma_start_write_free,
 };
 
 /// 1 GiB: the range one PMD table maps (`PUD_SIZE`).
@@ -28,6 +28,9 @@ pub enum Pc {
     /// `do_vmi_munmap`: `mmap_write_lock`, `vma_start_write` of the VMAs
     /// in range (`exit_mmap`: `mmap_read_lock`).
     Enter,
+    /// Queued in `mmap_write_lock` (`exit_mmap`: `mmap_read_lock`): a
+    /// writer tries again when woken, a reader holds it once granted.
+    LockWait,
     /// `__vma_enter_locked`: wait for the VMAs' readers; then detach the
     /// VMAs, `tlb_gather_mmu`.
     VmaWait,
@@ -86,14 +89,13 @@ impl Munmap {
         }
     }
 
-    /// Can the next step run: `mmap_write_lock` at entry (`exit_mmap`:
+    /// Can the next step run: not asleep in `mmap_write_lock` (`exit_mmap`:
     /// `mmap_read_lock`), then no reader left in the VMAs in range, the
     /// hugetlbfs file's `i_mmap_lock_write` before zapping.
     pub fn can_run(&self, w: &World, task: TaskId) -> bool {
         let mm = w.tasks[task as usize].mm;
         match self.pc {
-            Pc::Enter if self.fullmm => mmap_read_lock_free(w, mm),
-            Pc::Enter => mmap_write_lock_free(w, mm, task),
+            Pc::LockWait => !mmap_lock_sleeping(w, mm, task),
             Pc::VmaWait => self.fullmm || vma_start_write_free(w, mm, self.start, self.end),
             Pc::Zap(_) if self.hugetlb => w.hugetlb_i_mmap_writer.is_none_or(|t| t == task),
             _ => true,
@@ -103,7 +105,7 @@ impl Munmap {
     /// mm/vma.c: `do_vmi_align_munmap` → `vms_complete_munmap_vmas` → `unmap_region`.
     pub fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
         let mm = w.tasks[task as usize].mm;
-        if matches!(self.pc, Pc::Enter | Pc::VmaWait) && !self.can_run(w, task) {
+        if matches!(self.pc, Pc::LockWait | Pc::VmaWait) && !self.can_run(w, task) {
             // mmap_write_lock / vma_start_write sleep.
             return Flow::Block;
         }
@@ -112,17 +114,25 @@ impl Munmap {
                 fx.cost(Cost::SyscallEntryExit, 1);
                 fx.cost(Cost::MunmapFixed, 1);
                 fx.label(Label::Syscall { nr: "munmap" });
-                if self.fullmm {
-                    // exit_mmap: mmap_read_lock around unmap_vmas (the
-                    // model keeps it through free_pgtables too).
-                    mmap_read_lock(w, mm, fx);
+                self.pc = Pc::LockWait;
+                // exit_mmap: mmap_read_lock around unmap_vmas (the model
+                // keeps it through free_pgtables too).
+                let held = if self.fullmm {
+                    mmap_read_lock(w, mm, task, fx)
                 } else {
-                    // vms_gather_munmap_vmas: vma_start_write of each VMA.
-                    mmap_write_lock(w, mm, task, fx);
-                    vma_start_write(w, mm, self.start, self.end, fx);
+                    mmap_write_lock(w, mm, task, fx)
+                };
+                if !held {
+                    return Flow::Block;
                 }
-                self.pc = Pc::VmaWait;
-                Flow::Continue
+                self.locked(w, mm, fx)
+            }
+            Pc::LockWait => {
+                // A reader was granted the lock; a woken writer tries again.
+                if !self.fullmm && !mmap_write_lock(w, mm, task, fx) {
+                    return Flow::Block;
+                }
+                self.locked(w, mm, fx)
             }
             Pc::VmaWait => {
                 self.detach_vmas(&mut w.mms[mm as usize].vmas);
@@ -194,6 +204,16 @@ impl Munmap {
 }
 
 impl Munmap {
+    /// `mmap_lock` taken: `vms_gather_munmap_vmas`' `vma_start_write` of
+    /// each VMA in range (munmap), then wait for their readers.
+    fn locked(&mut self, w: &mut World, mm: crate::MmId, fx: &mut Effects) -> Flow {
+        if !self.fullmm {
+            vma_start_write(w, mm, self.start, self.end, fx);
+        }
+        self.pc = Pc::VmaWait;
+        Flow::Continue
+    }
+
     /// mm/vma.c: `vms_gather_munmap_vmas`: the VMAs in `[start, end)` leave
     /// the mm; one straddling an end is split (`__split_vma`) and keeps its
     /// outer part. Records the ends inside the range and any hugetlb VMA.

@@ -3,7 +3,8 @@
 //! selected on x86-64, arm64 and RISC-V).
 //!
 //! ```text
-//!  mm->mmap_lock : writer (one task) | readers (a count)
+//!  mm->mmap_lock : writer (one task) | readers (a count) | hand-off
+//!                  | wait list (FIFO: readers and writers)
 //!  vma lock      : write-locked by the mmap_lock writer (vma_start_write,
 //!                  until mmap_write_unlock / _downgrade: vma_end_write_all)
 //!                  | readers (lock_vma_under_rcu ... vma_end_read)
@@ -20,70 +21,108 @@
 //! waits; before 6.15 the `vm_lock` rwsem's queued writer made
 //! `down_read_trylock` fail): new `lock_vma_under_rcu` calls fail and fall
 //! back to `mmap_read_lock`, which the writer holds, so a stream of
-//! readers cannot starve it. Simplification: the `mmap_lock` rwsem itself
-//! has no FIFO hand-off (a reader is not queued behind a waiting writer).
+//! readers cannot starve it. The `mmap_lock` rwsem itself queues and
+//! hands off as kernel/locking/rwsem.c does ([`crate::locking::rwsem`]): a
+//! reader arriving while a writer waits queues behind it; a woken writer
+//! takes the lock when it runs; readers are granted it by the unlock that
+//! wakes them. A queued task parks (its path's `can_run` is false) until
+//! the lock is granted (a reader) or it is woken (a writer, which then
+//! retries); unlocks still wake every CPU of the mm (docs/fidelity.md,
+//! "Open differences"), other wake-ups only the woken task's CPU.
 
 use crate::effects::Effects;
+use crate::locking::rwsem::jiffies;
 use crate::world::{layout, World};
 use crate::{MmId, TaskId};
 
-/// Can `mmap_read_lock(mm)` be taken now (no writer)?
-pub fn mmap_read_lock_free(w: &World, mm: MmId) -> bool {
-    w.mms[mm as usize].mmap_lock_writer.is_none()
+/// Is `task` asleep in `mmap_read_lock` / `mmap_write_lock` of `mm`:
+/// queued, not granted the lock (a reader), not woken (a writer)?
+pub fn mmap_lock_sleeping(w: &World, mm: MmId, task: TaskId) -> bool {
+    w.mms[mm as usize].mmap_lock.sleeping(task)
 }
 
-/// Can `task` take `mmap_write_lock(mm)` now (no writer, no reader)?
-pub fn mmap_write_lock_free(w: &World, mm: MmId, task: TaskId) -> bool {
-    let m = &w.mms[mm as usize];
-    m.mmap_lock_writer.is_none_or(|t| t == task) && *m.mmap_lock_readers == 0
-}
-
-/// include/linux/mmap_lock.h: `mmap_read_lock` (the caller checked
-/// [`mmap_read_lock_free`]): `down_read`, an atomic add on `sem->count`.
-pub fn mmap_read_lock(w: &mut World, mm: MmId, fx: &mut Effects) {
-    debug_assert!(mmap_read_lock_free(w, mm));
-    *w.mms[mm as usize].mmap_lock_readers += 1;
+/// include/linux/mmap_lock.h: `mmap_read_lock` → `down_read`: an atomic
+/// add on `sem->count`, else the slow path's stealing or queueing. True:
+/// `task` holds the lock. False: it is queued; it holds the lock once
+/// [`mmap_lock_sleeping`] is false (no second call).
+pub fn mmap_read_lock(w: &mut World, mm: MmId, task: TaskId, fx: &mut Effects) -> bool {
+    let j = jiffies(w.now);
+    let mut woken = Vec::new();
+    let held = w.mms[mm as usize]
+        .mmap_lock
+        .down_read(task, j, &mut |t| woken.push(t));
     fx.write(layout::mmap_lock(mm));
+    if !held {
+        w.counters.rwsem_sleep_reader += 1;
+    }
+    wake_tasks(w, &woken, fx);
+    held
 }
 
-/// include/linux/mmap_lock.h: `mmap_read_unlock`: the last reader wakes
-/// the mm's CPUs (a writer may wait).
+/// include/linux/mmap_lock.h: `mmap_read_unlock` → `up_read`: the last
+/// reader wakes the waiters; the mm's CPUs are woken.
 pub fn mmap_read_unlock(w: &mut World, mm: MmId, fx: &mut Effects) {
+    let j = jiffies(w.now);
     let m = &mut w.mms[mm as usize];
-    *m.mmap_lock_readers -= 1;
+    // (Before the wake-up, which may grant the lock to queued readers.)
+    let last = m.mmap_lock.readers == 1;
+    m.mmap_lock.up_read(j, &mut |_| {});
     fx.write(layout::mmap_lock(mm));
-    if *m.mmap_lock_readers == 0 {
+    if last {
         wake_mm(w, mm, fx);
     }
 }
 
-/// include/linux/mmap_lock.h: `mmap_write_lock` (the caller checked
-/// [`mmap_write_lock_free`]).
-pub fn mmap_write_lock(w: &mut World, mm: MmId, task: TaskId, fx: &mut Effects) {
-    debug_assert!(mmap_write_lock_free(w, mm, task));
-    *w.mms[mm as usize].mmap_lock_writer = Some(task);
+/// include/linux/mmap_lock.h: `mmap_write_lock` → `down_write`: the
+/// fast path's cmpxchg, else queue and `rwsem_try_write_lock`. A call by a
+/// task already queued (woken: [`mmap_lock_sleeping`] false) is that
+/// writer's next try. True: `task` holds the lock.
+pub fn mmap_write_lock(w: &mut World, mm: MmId, task: TaskId, fx: &mut Effects) -> bool {
+    let j = jiffies(w.now);
+    let rt = w.tasks[task as usize].rt;
+    let mut woken = Vec::new();
+    let sem = &mut w.mms[mm as usize].mmap_lock;
+    let (queued, handoff) = (sem.queued(task), sem.handoff);
+    let held = if queued {
+        sem.write_retry(task, rt, j)
+    } else {
+        sem.down_write(task, rt, j, &mut |t| woken.push(t))
+    };
+    let c = &mut w.counters;
+    c.rwsem_sleep_writer += (!queued && !held) as u64;
+    c.rwsem_wlock_handoff += (!handoff && w.mms[mm as usize].mmap_lock.handoff) as u64;
     fx.write(layout::mmap_lock(mm));
+    wake_tasks(w, &woken, fx);
+    held
 }
 
-/// include/linux/mmap_lock.h: `mmap_write_unlock` → `vma_end_write_all`:
-/// every VMA the writer locked is unlocked with it; wake the mm's CPUs.
+/// include/linux/mmap_lock.h: `mmap_write_unlock` → `vma_end_write_all`,
+/// `up_write`: every VMA the writer locked is unlocked with it; the
+/// waiters are woken (the mm's CPUs).
 pub fn mmap_write_unlock(w: &mut World, mm: MmId, fx: &mut Effects) {
-    let m = &mut w.mms[mm as usize];
-    *m.mmap_lock_writer = None;
+    let j = jiffies(w.now);
     vma_end_write_all(w, mm);
+    w.mms[mm as usize].mmap_lock.up_write(j, &mut |_| {});
     fx.write(layout::mmap_lock(mm));
     wake_mm(w, mm, fx);
 }
 
-/// include/linux/mmap_lock.h: `mmap_write_downgrade`: the writer becomes a
-/// reader (`vma_end_write_all` first); readers waiting may go.
+/// include/linux/mmap_lock.h: `mmap_write_downgrade` → `downgrade_write`:
+/// the writer becomes a reader (`vma_end_write_all` first); readers at the
+/// head of the queue are granted the lock with it.
 pub fn mmap_write_downgrade(w: &mut World, mm: MmId, fx: &mut Effects) {
-    let m = &mut w.mms[mm as usize];
-    *m.mmap_lock_writer = None;
-    *m.mmap_lock_readers += 1;
+    let j = jiffies(w.now);
     vma_end_write_all(w, mm);
+    w.mms[mm as usize].mmap_lock.downgrade_write(j, &mut |_| {});
     fx.write(layout::mmap_lock(mm));
     wake_mm(w, mm, fx);
+}
+
+/// `wake_up_q` of the tasks a lock call woke: each one's CPU.
+fn wake_tasks(w: &World, woken: &[TaskId], fx: &mut Effects) {
+    for &t in woken {
+        fx.wake(w.tasks[t as usize].cpu);
+    }
 }
 
 /// include/linux/mmap_lock.h: `vma_end_write_all`: bumping `mm_lock_seq`

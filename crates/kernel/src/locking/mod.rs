@@ -1,0 +1,3 @@
+//! kernel/locking/: the sleeping locks the model queues on.
+
+pub mod rwsem;
