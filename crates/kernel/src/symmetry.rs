@@ -270,9 +270,9 @@ impl World {
             rcu_batches: Tracked::new(field::RCU_BATCHES, rcu_batches),
             membufs: membufs.into(),
             weak: self.weak.renamed(perm),
-            hugetlb_i_mmap_writer: Tracked::new(
-                field::HUGETLB_I_MMAP_WRITER,
-                self.hugetlb_i_mmap_writer.map(|t| r.task(t)),
+            hugetlb_i_mmap_rwsem: Tracked::new(
+                field::HUGETLB_I_MMAP_RWSEM,
+                r.rwsem(&self.hugetlb_i_mmap_rwsem),
             ),
             ..self.clone()
         };
@@ -351,7 +351,7 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
         violations,
         counters: _, // hashes to nothing
         hugetlb_pmds,
-        hugetlb_i_mmap_writer,
+        hugetlb_i_mmap_rwsem,
         rcu_batches,
         asids,
         files,
@@ -397,7 +397,7 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
             task_fixed[t].hash(&mut h);
             hash_task_ids(&tasks[t], r, &mut h);
         }
-        hugetlb_i_mmap_writer.map(|t| r.task(t)).hash(&mut h);
+        r.rwsem(hugetlb_i_mmap_rwsem).hash(&mut h);
         mms.len().hash(&mut h);
         for m in mms {
             r.mm(m).hash(&mut h);

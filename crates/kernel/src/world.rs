@@ -748,7 +748,7 @@ pub struct Counters {
     pub vma_lock_fallback: u64,
     /// kernel/locking/lock_events_list.h-like: `rwsem_sleep_reader` /
     /// `rwsem_sleep_writer`, the `down_read` / `down_write` calls that
-    /// queued (`mmap_lock`); `rwsem_wlock_handoff`, the
+    /// queued (`mmap_lock`, `i_mmap_rwsem`); `rwsem_wlock_handoff`, the
     /// hand-off bits set by writers that waited past `RWSEM_WAIT_TIMEOUT`.
     pub rwsem_sleep_reader: u64,
     pub rwsem_sleep_writer: u64,
@@ -1042,10 +1042,11 @@ pub struct World {
     pub counters: Counters,
     /// Shareable hugetlb PMD tables (one hugetlbfs file, mapped at the same address).
     pub hugetlb_pmds: Tracked<Vec<SharedPmd>>,
-    /// The hugetlbfs file's `i_mmap_rwsem` held for write by an unmap
+    /// The hugetlbfs file's `i_mmap_rwsem`, held for write by an unmap
     /// (`__hugetlb_zap_begin` .. `__hugetlb_zap_end`): unshare, flush and sync
-    /// finish before another mm's unmap can touch the shared table.
-    pub hugetlb_i_mmap_writer: Tracked<Option<TaskId>>,
+    /// finish before another mm's unmap can touch the shared table. Queued
+    /// writers take it in order ([`crate::locking::rwsem`]).
+    pub hugetlb_i_mmap_rwsem: Tracked<crate::locking::rwsem::Rwsem>,
     /// Page-table batches waiting for an RCU grace period (`tlb_remove_table_rcu`).
     pub rcu_batches: Tracked<Vec<RcuBatch>>,
     /// arm64/RISC-V: the ASID allocator.
@@ -1080,7 +1081,7 @@ pub mod field {
     pub const MEASURING: usize = 1;
     pub const VIOLATIONS: usize = 2;
     pub const HUGETLB_PMDS: usize = 3;
-    pub const HUGETLB_I_MMAP_WRITER: usize = 4;
+    pub const HUGETLB_I_MMAP_RWSEM: usize = 4;
     pub const RCU_BATCHES: usize = 5;
     pub const ASIDS: usize = 6;
     pub const FILES: usize = 7;
@@ -1207,7 +1208,7 @@ impl World {
                 ..Counters::default()
             },
             hugetlb_pmds: Tracked::new(field::HUGETLB_PMDS, Vec::new()),
-            hugetlb_i_mmap_writer: Tracked::new(field::HUGETLB_I_MMAP_WRITER, None),
+            hugetlb_i_mmap_rwsem: Tracked::new(field::HUGETLB_I_MMAP_RWSEM, Default::default()),
             vmap: Tracked::new(field::VMAP, Default::default()),
             rcu_batches: Tracked::new(field::RCU_BATCHES, Vec::new()),
             asids: Tracked::new(
@@ -1601,7 +1602,7 @@ impl World {
         self.measuring.track(on);
         self.violations.track(on);
         self.hugetlb_pmds.track(on);
-        self.hugetlb_i_mmap_writer.track(on);
+        self.hugetlb_i_mmap_rwsem.track(on);
         self.vmap.track(on);
         self.rcu_batches.track(on);
         self.asids.track(on);

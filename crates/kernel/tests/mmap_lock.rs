@@ -550,3 +550,65 @@ fn a_writer_stolen_from_past_the_timeout_gets_the_lock_by_hand_off() {
     assert!(!mmap_lock_sleeping(&w, mm, next), "granted at up_write");
     assert_eq!(w.mms[mm as usize].mmap_lock.readers, 1);
 }
+
+/// The hugetlbfs file's `i_mmap_rwsem` is the same rwsem: three processes
+/// sharing one hugetlbfs PMD table unmap it at once; the first to zap
+/// holds `i_mmap_lock_write` through its unshare, flush and sync, the
+/// others queue in the order they came (CPU2 before CPU1 here), and each
+/// `up_write` wakes the head only. The old model's writer flag let every
+/// waiting CPU re-check at the unlock and whichever ran first take it.
+#[test]
+fn hugetlb_unmappers_queue_on_i_mmap_rwsem_in_order() {
+    const H: u64 = 0x7f40_0000_0000;
+    let mut s = Scenario::default();
+    s.machine.cpus = 3;
+    let mut w = World::new(&s).unwrap();
+    for c in 0..3 {
+        let mm = w.mm_alloc().unwrap();
+        w.add_vma_hugetlb(mm, H, HPAGE_SIZE);
+        let touch = UserOp::Touch {
+            addr: H,
+            write: true,
+        };
+        let unmap = UserOp::Munmap {
+            start: H,
+            len: HPAGE_SIZE,
+        };
+        w.spawn(mm, c, vec![touch, unmap, UserOp::Exit], true);
+    }
+    for c in 0..3 {
+        drive(&mut w, |x, _| x == c, |w| w.tasks[c as usize].us.pc == 1);
+    }
+    assert_eq!(w.counters.pmd_shares, 2);
+    let holder = |w: &World| w.hugetlb_i_mmap_rwsem.writer;
+    drive(&mut w, |c, _| c == 0, |w| holder(w) == Some(0));
+    for c in [2, 1] {
+        run_alone(&mut w, c);
+        assert!(!w.can_run(c), "CPU{c} sleeps in i_mmap_lock_write");
+    }
+    let order = |w: &World| -> Vec<u32> {
+        w.hugetlb_i_mmap_rwsem
+            .waiters
+            .iter()
+            .map(|q| q.task)
+            .collect()
+    };
+    assert_eq!(order(&w), [2, 1]);
+    drive(
+        &mut w,
+        |c, k| c == 0 || k == StepKind::TakeIrq,
+        |w| exited(w, 0),
+    );
+    assert!(holder(&w).is_none());
+    assert!(w.can_run(2) && !w.can_run(1), "the head is woken, not CPU1");
+    drive(
+        &mut w,
+        |c, k| c == 2 || k == StepKind::TakeIrq,
+        |w| exited(w, 2),
+    );
+    assert!(w.can_run(1) && order(&w) == [1]);
+    drive(&mut w, |_, _| true, |w| exited(w, 1));
+    assert!(w.violations.is_empty());
+    assert_eq!(w.counters.pmd_unshares, 2);
+    assert_eq!(w.counters.rwsem_sleep_writer, 2);
+}

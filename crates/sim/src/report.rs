@@ -432,7 +432,7 @@ fn arch_counters(sim: &Sim) -> BTreeMap<String, u64> {
         }
     }
     if c.rwsem_sleep_reader + c.rwsem_sleep_writer > 0 {
-        // A down_read / down_write queued (mmap_lock):
+        // A down_read / down_write queued (mmap_lock, i_mmap_rwsem):
         // reports without a lock sleep stay as they were.
         for (k, v) in [
             ("rwsem_sleep_reader", c.rwsem_sleep_reader),

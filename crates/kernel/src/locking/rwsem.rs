@@ -1,5 +1,5 @@
 //! kernel/locking/rwsem.c: the reader/writer semaphore's queueing and
-//! hand-off, as plain data (`mm->mmap_lock`).
+//! hand-off, as plain data (`mm->mmap_lock`, a file's `i_mmap_rwsem`).
 //!
 //! Followed: kernel/locking/rwsem.c read in LinxISA/linux b6dd432df2e5, a
 //! fork of a tree after 6.16 (it has the hung-task blocker calls around
@@ -115,7 +115,7 @@ impl Rwsem {
 
     /// `down_read`: `rwsem_read_trylock`, else `rwsem_down_read_slowpath`.
     /// True: `task` holds the lock. False: it is queued and holds the lock
-    /// once off the list (granted by [`Rwsem::mark_wake`]). `wake` gets
+    /// once off the list (granted by [`Rwsem::rwsem_mark_wake`]). `wake` gets
     /// each task this call wakes.
     pub fn down_read(&mut self, task: TaskId, jiffies: u64, wake: &mut impl FnMut(TaskId)) -> bool {
         // rwsem_read_trylock: RWSEM_READ_FAILED_MASK.
@@ -134,7 +134,7 @@ impl Rwsem {
             // readers queued at the head.
             self.readers += 1;
             if rcnt == 1 && !self.waiters.is_empty() {
-                self.mark_wake(WakeType::ReadOwned, jiffies, wake);
+                self.rwsem_mark_wake(WakeType::ReadOwned, jiffies, wake);
             }
             return true;
         }
@@ -149,7 +149,7 @@ impl Rwsem {
             timeout: jiffies + RWSEM_WAIT_TIMEOUT,
             woken: false,
         });
-        self.cond_wake_waiter(jiffies, wake);
+        self.rwsem_cond_wake_waiter(jiffies, wake);
         !self.queued(task)
     }
 
@@ -177,9 +177,9 @@ impl Rwsem {
             woken: false,
         });
         if self.waiters.len() > 1 {
-            self.cond_wake_waiter(jiffies, wake);
+            self.rwsem_cond_wake_waiter(jiffies, wake);
         }
-        self.try_write_lock(task, rt, jiffies)
+        self.rwsem_try_write_lock(task, rt, jiffies)
     }
 
     /// A woken writer's next turn of `rwsem_down_write_slowpath`'s loop:
@@ -188,14 +188,14 @@ impl Rwsem {
         if let Some(w) = self.waiters.iter_mut().find(|w| w.task == task) {
             w.woken = false;
         }
-        self.try_write_lock(task, rt, jiffies)
+        self.rwsem_try_write_lock(task, rt, jiffies)
     }
 
     /// `rwsem_try_write_lock` for queued writer `task`: take the lock if it
     /// is free and no other waiter holds the hand-off; else set the
     /// hand-off bit if `task` waited too long (or is RT) and the lock is
     /// held.
-    fn try_write_lock(&mut self, task: TaskId, rt: bool, jiffies: u64) -> bool {
+    fn rwsem_try_write_lock(&mut self, task: TaskId, rt: bool, jiffies: u64) -> bool {
         let first = self.waiters[0].task;
         if self.handoff && task != first {
             // "Honor handoff bit and yield only when the first waiter is
@@ -225,7 +225,7 @@ impl Rwsem {
     pub fn up_read(&mut self, jiffies: u64, wake: &mut impl FnMut(TaskId)) {
         self.readers -= 1;
         if !self.locked() && !self.waiters.is_empty() {
-            self.mark_wake(WakeType::Any, jiffies, wake);
+            self.rwsem_mark_wake(WakeType::Any, jiffies, wake);
         }
     }
 
@@ -233,7 +233,7 @@ impl Rwsem {
     pub fn up_write(&mut self, jiffies: u64, wake: &mut impl FnMut(TaskId)) {
         self.writer = None;
         if !self.waiters.is_empty() {
-            self.mark_wake(WakeType::Any, jiffies, wake);
+            self.rwsem_mark_wake(WakeType::Any, jiffies, wake);
         }
     }
 
@@ -243,14 +243,14 @@ impl Rwsem {
         self.writer = None;
         self.readers += 1;
         if !self.waiters.is_empty() {
-            self.mark_wake(WakeType::ReadOwned, jiffies, wake);
+            self.rwsem_mark_wake(WakeType::ReadOwned, jiffies, wake);
         }
     }
 
     /// `rwsem_cond_wake_waiter` with the count as it is now (a waiter just
     /// queued): nothing while a writer holds the lock; readers at the head
     /// while readers hold it; the head otherwise.
-    fn cond_wake_waiter(&mut self, jiffies: u64, wake: &mut impl FnMut(TaskId)) {
+    fn rwsem_cond_wake_waiter(&mut self, jiffies: u64, wake: &mut impl FnMut(TaskId)) {
         if self.writer.is_some() {
             return;
         }
@@ -259,11 +259,11 @@ impl Rwsem {
         } else {
             WakeType::Any
         };
-        self.mark_wake(t, jiffies, wake);
+        self.rwsem_mark_wake(t, jiffies, wake);
     }
 
     /// `rwsem_mark_wake` (the wait list is not empty).
-    fn mark_wake(&mut self, t: WakeType, jiffies: u64, wake: &mut impl FnMut(TaskId)) {
+    fn rwsem_mark_wake(&mut self, t: WakeType, jiffies: u64, wake: &mut impl FnMut(TaskId)) {
         let first = &mut self.waiters[0];
         if first.write {
             if t == WakeType::Any {

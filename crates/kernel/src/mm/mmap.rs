@@ -97,7 +97,7 @@ impl Munmap {
         match self.pc {
             Pc::LockWait => !mmap_lock_sleeping(w, mm, task),
             Pc::VmaWait => self.fullmm || vma_start_write_free(w, mm, self.start, self.end),
-            Pc::Zap(_) if self.hugetlb => w.hugetlb_i_mmap_writer.is_none_or(|t| t == task),
+            Pc::Zap(_) if self.hugetlb => !w.hugetlb_i_mmap_rwsem.sleeping(task),
             _ => true,
         }
     }
@@ -186,14 +186,9 @@ impl Munmap {
                 }
             }
             Pc::Free => {
-                if self.hugetlb && *w.hugetlb_i_mmap_writer == Some(task) {
-                    // __hugetlb_zap_end: i_mmap_unlock_write; waiters retry.
-                    *w.hugetlb_i_mmap_writer = None;
-                    for c in &w.cpus {
-                        if c.curr.is_some() {
-                            fx.wake(c.id);
-                        }
-                    }
+                if self.hugetlb && w.hugetlb_i_mmap_rwsem.writer == Some(task) {
+                    // __hugetlb_zap_end: i_mmap_unlock_write.
+                    i_mmap_unlock_write(w, fx);
                 }
                 tlb_finish_mmu_free(w, task, fx);
                 mmap_read_unlock(w, mm, fx);
@@ -272,11 +267,11 @@ impl Munmap {
             .find(|&e| e > addr)
             .unwrap_or(self.end);
         let next = if self.hugetlb {
-            // __hugetlb_zap_begin: i_mmap_lock_write.
-            if w.hugetlb_i_mmap_writer.is_some_and(|t| t != task) {
+            // __hugetlb_zap_begin: i_mmap_lock_write (queued: asleep
+            // until woken, then again).
+            if w.hugetlb_i_mmap_rwsem.writer != Some(task) && !i_mmap_lock_write(w, task, fx) {
                 return Flow::Block;
             }
-            *w.hugetlb_i_mmap_writer = Some(task);
             unmap_hugepage_range(w, task, addr, stop, fx)
         } else {
             unmap_page_range_step(w, task, addr, stop, fx)
@@ -330,6 +325,42 @@ pub fn last_user(w: &World, t: TaskId) -> bool {
     let of_mm = |i: usize| machine::footprint::paused(|| w.tasks[i].id != t && w.tasks[i].mm == mm);
     let live = |i: usize| w.tasks[i].state != crate::world::TaskState::Exited;
     !(0..w.tasks.len()).any(|i| of_mm(i) && live(i))
+}
+
+/// include/linux/fs.h: `i_mmap_lock_write` → `down_write` of the
+/// hugetlbfs file's `i_mmap_rwsem` ([`crate::locking::rwsem`]); a call by
+/// a queued writer (woken) is its next try. True: `task` holds it.
+fn i_mmap_lock_write(w: &mut World, task: TaskId, fx: &mut Effects) -> bool {
+    let j = crate::locking::rwsem::jiffies(w.now);
+    let rt = w.tasks[task as usize].rt;
+    let mut woken = Vec::new();
+    let sem = &mut *w.hugetlb_i_mmap_rwsem;
+    let (queued, handoff) = (sem.queued(task), sem.handoff);
+    let held = if queued {
+        sem.write_retry(task, rt, j)
+    } else {
+        sem.down_write(task, rt, j, &mut |t| woken.push(t))
+    };
+    let handoff = !handoff && sem.handoff;
+    w.counters.rwsem_sleep_writer += (!queued && !held) as u64;
+    w.counters.rwsem_wlock_handoff += handoff as u64;
+    for t in woken {
+        fx.wake(w.tasks[t as usize].cpu);
+    }
+    held
+}
+
+/// include/linux/fs.h: `i_mmap_unlock_write` → `up_write`: the waiter at
+/// the head is woken; every CPU running a task re-checks (the unmappers
+/// are tasks of different mms).
+fn i_mmap_unlock_write(w: &mut World, fx: &mut Effects) {
+    let j = crate::locking::rwsem::jiffies(w.now);
+    w.hugetlb_i_mmap_rwsem.up_write(j, &mut |_| {});
+    for c in &w.cpus {
+        if c.curr.is_some() {
+            fx.wake(c.id);
+        }
+    }
 }
 
 /// mm/memory.c: `free_pgtables` → `free_pgd_range` (PTE level only): unhook
