@@ -12,6 +12,26 @@ use machine::Error;
 use std::time::Instant;
 
 const HPAGE: usize = 2 << 20;
+
+/// Turn tracefs's `tracing_on` on around each `MADV_COLLAPSE` call only
+/// (not the populate, nor the munmap after it): the guest agent's traced
+/// collapse round (`bench::guest`).
+pub static TRACE_AROUND_COLLAPSE: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Calls to leave untraced first (the unrecorded round's).
+pub static TRACE_SKIP: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+fn tracing_on(on: bool) {
+    use std::sync::atomic::Ordering::Relaxed;
+    if on && TRACE_SKIP.load(Relaxed) > 0 {
+        TRACE_SKIP.fetch_sub(1, Relaxed);
+        return;
+    }
+    if TRACE_AROUND_COLLAPSE.load(Relaxed) {
+        let _ = std::fs::write("/sys/kernel/tracing/tracing_on", if on { "1" } else { "0" });
+    }
+}
 /// `MADV_COLLAPSE` (include/uapi/asm-generic/mman-common.h).
 const MADV_COLLAPSE: libc::c_int = 25;
 
@@ -224,7 +244,10 @@ fn round(
         let r = populate(len, stride, always)?;
         let before = interrupts::read(rows)?;
         let a0 = thp_collapse_alloc();
-        match collapse(&r, len) {
+        tracing_on(true);
+        let ran = collapse(&r, len);
+        tracing_on(false);
+        match ran {
             // Read the rows before `r` is unmapped: munmap's flush is not the collapse's.
             Ok(ns) => {
                 let allocs = thp_collapse_alloc()

@@ -125,6 +125,9 @@ pub struct GuestRun {
     pub fork_placed: Option<HostReport>,
     /// A second such run traced: call-function requests and reschedule IPIs per fork, by function.
     pub fork_placed_ipis: Vec<(String, f64)>,
+    /// The traced collapse round (one unrecorded round, one recorded: 2 x
+    /// the extents): events by kind, CPU and fields (information).
+    pub collapse_trace: Vec<(String, u64)>,
 }
 
 /// Where scripts/install-guest-cross.sh unpacks the cross kernels
@@ -641,6 +644,18 @@ pub fn run(plan: &GuestPlan) -> Result<GuestRun, Error> {
                     .collect()
             })
             .unwrap_or_default(),
+        collapse_trace: results
+            .iter()
+            .find(|v| v["kind"] == "collapse_trace")
+            .map(|v| {
+                v["by_event"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, n)| (k.clone(), n.as_u64().unwrap_or(0)))
+                    .collect()
+            })
+            .unwrap_or_default(),
         kernel: agent["kernel"].as_str().unwrap_or("?").to_string(),
         accel: if kvm { "kvm" } else { "tcg" },
         pv_tlb_flush: agent["pv_tlb_flush"].as_bool().unwrap_or(false),
@@ -864,6 +879,18 @@ fn agent(
         crate::madvise::pin(0)?;
         crate::collapse::run(collapse_mib << 20, collapse_rounds)?
     };
+    // One more round with the scheduler's, workqueue's and IPI tracepoints
+    // on (those this kernel has): what sends the call-function IPIs a
+    // collapse takes beyond its sync (information, `collapse_trace`).
+    let collapse_trace = collapse_trace(|| {
+        if fresh {
+            in_fresh_process(false, || crate::collapse::run(collapse_mib << 20, 1)).map(|_| ())
+        } else {
+            let _restore = crate::madvise::Affinity::save()?;
+            crate::madvise::pin(0)?;
+            crate::collapse::run(collapse_mib << 20, 1).map(|_| ())
+        }
+    });
     let t0 = cpu_times();
     let madvise = crate::run("madvise_dontneed", ncpu - 1, madvise_iterations)?;
     let t1 = cpu_times();
@@ -914,6 +941,7 @@ fn agent(
         .chain([
             enc(serde_json::json!({"kind": "madvise_dontneed", "report": madvise})),
             enc(serde_json::json!({"kind": "khugepaged_collapse", "report": collapse})),
+            enc(serde_json::json!({"kind": "collapse_trace", "by_event": collapse_trace})),
             enc(serde_json::json!({
                 "kind": "agent", "kernel": kernel, "pv_tlb_flush": pv, "cpus": ncpu,
                 "steal_fraction": steal as f64 / total.max(1) as f64,
@@ -1052,6 +1080,143 @@ fn ipi_callbacks(
         *by.entry(key).or_insert(0) += 1;
     }
     Some(by)
+}
+
+/// Tracepoints of the traced collapse round, each enabled where this
+/// kernel has it (6.1: no `csd` or `ipi_send_cpu` events; x86 only has
+/// `irq_vectors`).
+const COLLAPSE_EVENTS: [&str; 10] = [
+    "tlb/tlb_flush",
+    "irq_vectors/call_function_entry",
+    "irq_vectors/call_function_single_entry",
+    "irq_vectors/reschedule_entry",
+    "csd/csd_queue_cpu",
+    "ipi/ipi_send_cpu",
+    "sched/sched_waking",
+    "sched/sched_wake_idle_without_ipi",
+    "workqueue/workqueue_queue_work",
+    "irq_vectors/local_timer_entry",
+];
+
+/// Run `f` (two collapse rounds: an unrecorded one and one) with
+/// [`COLLAPSE_EVENTS`] on while the second round's `MADV_COLLAPSE` call
+/// runs ([`crate::collapse::TRACE_AROUND_COLLAPSE`]), and the function
+/// tracer's stacks of `smp_call_function_many_cond` and
+/// `__smp_call_single_queue` (who queues call-function work); the events counted by
+/// kind, the CPU they ran on and their telling fields (the function a csd
+/// or a work item runs, the task woken and where). Empty where tracefs is
+/// missing.
+fn collapse_trace(f: impl FnOnce() -> Result<(), Error>) -> std::collections::BTreeMap<String, u64> {
+    let mut by = std::collections::BTreeMap::new();
+    let t = Path::new("/sys/kernel/tracing");
+    if !t.join("events").exists() {
+        let _ = mount("tracefs", "/sys/kernel/tracing", "tracefs");
+    }
+    let w = |p: &str, v: &str| std::fs::write(t.join(p), v).is_ok();
+    if !(w("buffer_size_kb", "65536") && w("trace", "") && w("tracing_on", "0")) {
+        return by;
+    }
+    // Who calls smp_call_function_many_cond (the mask IPIs, x86
+    // CALL_FUNCTION_VECTOR): the function tracer with a stack per call.
+    let stacks = w(
+        "set_ftrace_filter",
+        "smp_call_function_many_cond __smp_call_single_queue generic_exec_single nohz_csd_func",
+    )
+        && w("options/func_stack_trace", "1")
+        && w("current_tracer", "function");
+    crate::collapse::TRACE_SKIP.store(1, std::sync::atomic::Ordering::Relaxed);
+    crate::collapse::TRACE_AROUND_COLLAPSE.store(true, std::sync::atomic::Ordering::Relaxed);
+    let on: Vec<&str> = COLLAPSE_EVENTS
+        .iter()
+        .copied()
+        .filter(|e| w(&format!("events/{e}/enable"), "1"))
+        .collect();
+    let ran = f();
+    crate::collapse::TRACE_AROUND_COLLAPSE.store(false, std::sync::atomic::Ordering::Relaxed);
+    for e in &on {
+        w(&format!("events/{e}/enable"), "0");
+    }
+    // (Read before the tracer changes: a change clears the buffer.)
+    let text = std::fs::read_to_string(t.join("trace")).unwrap_or_default();
+    if stacks {
+        w("current_tracer", "nop");
+        w("options/func_stack_trace", "0");
+        w("set_ftrace_filter", "");
+    }
+    w("tracing_on", "1");
+    let _ = w("trace", "");
+    if ran.is_err() {
+        return by;
+    }
+    // The function tracer's stacks: " => frame" lines after "<stack trace>".
+    let mut frames: Vec<&str> = Vec::new();
+    let flush = |frames: &mut Vec<&str>, by: &mut std::collections::BTreeMap<String, u64>| {
+        if !frames.is_empty() {
+            let key = format!("stack {}", frames.iter().take(7).copied().collect::<Vec<_>>().join(" < "));
+            *by.entry(key).or_insert(0) += 1;
+            frames.clear();
+        }
+    };
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        if let Some(f) = l.trim_start().strip_prefix("=> ") {
+            frames.push(f.split('+').next().unwrap_or(f).trim());
+            continue;
+        }
+        flush(&mut frames, &mut by);
+        if l.contains("<stack trace>") {
+            continue;
+        }
+        let cpu = l
+            .split_whitespace()
+            .find_map(|x| x.strip_prefix('[')?.strip_suffix(']'))
+            .and_then(|c| c.parse::<u32>().ok());
+        let field = |k: &str| {
+            l.split_whitespace()
+                .find_map(|x| x.strip_prefix(k))
+                .map(|v| v.split('+').next().unwrap_or(v).to_string())
+        };
+        let Some(event) = l
+            .split_whitespace()
+            .map(|x| x.trim_end_matches(':'))
+            .zip(l.split_whitespace())
+            .find(|(e, x)| {
+                x.ends_with(':') && e.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+            })
+            .map(|(e, _)| e)
+        else {
+            continue;
+        };
+        let on_cpu = cpu.map_or(String::new(), |c| format!(" on cpu{c}"));
+        let key = match event {
+            "csd_queue_cpu" => format!(
+                "csd_queue_cpu func={} to cpu{}",
+                field("func=").unwrap_or_default(),
+                field("cpu=").unwrap_or_default()
+            ),
+            "ipi_send_cpu" => format!(
+                "ipi_send_cpu callback={} to cpu{}",
+                field("callback=").unwrap_or_default(),
+                field("cpu=").unwrap_or_default()
+            ),
+            "sched_waking" => format!(
+                "sched_waking {}{on_cpu} -> cpu{}",
+                field("comm=").unwrap_or_default(),
+                field("target_cpu=").unwrap_or_default()
+            ),
+            "sched_wake_idle_without_ipi" => {
+                format!("sched_wake_idle_without_ipi cpu{}", field("cpu=").unwrap_or_default())
+            }
+            "workqueue_queue_work" => format!(
+                "workqueue_queue_work function={}{on_cpu} -> cpu{}",
+                field("function=").unwrap_or_default(),
+                field("cpu=").unwrap_or_default()
+            ),
+            other => format!("{other}{on_cpu}"),
+        };
+        *by.entry(key).or_insert(0) += 1;
+    }
+    flush(&mut frames, &mut by);
+    by
 }
 
 /// `cpu`'s scheduling domains as the kernel built them (debugfs

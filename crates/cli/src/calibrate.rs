@@ -67,7 +67,8 @@ pub fn calibrate(iterations: u64) -> Result<Calibration, Error> {
     );
     let kernel = remote.host["kernel"].as_str().unwrap_or("?").to_string();
 
-    let base = CostProfile::default_x86();
+    let mut base = CostProfile::default_x86();
+    (base.idle_polls, base.idle_source) = host_idle();
     let it = iterations.min(50_000);
     let (m_local, _, _) = model(ncpu, 0, it, &base)?;
     let (m_remote, m_tlb, m_cal) = model(ncpu, 1, it, &base)?;
@@ -563,11 +564,45 @@ pub const GUEST_PREEMPT_US: u32 = 1500;
 /// there, and run the same workloads in the model at `cpus`, with
 /// `x86.paravirt = kvm` when the guest kernel chose the paravirtual flush and
 /// the guest's measured steal time as the vCPU preemption rate.
+/// A QEMU guest's idle loop, whatever the profile's machine does: the
+/// guests `validate --guest` boots (x86 TCG `-cpu max`, arm64 and RISC-V
+/// `virt` under TCG) have no polling idle state (no `intel_idle`, no
+/// `cpuidle-haltpoll` without KVM): the idle task halts (`HLT`/`WFI`) with
+/// `TIF_POLLING_NRFLAG` cleared, so a wake-up of an idle vCPU through its
+/// wake list is a call-function IPI.
+pub fn qemu_guest_idle(mut p: CostProfile) -> CostProfile {
+    p.idle_polls = false;
+    p.idle_source = "QEMU TCG guest: no polling idle state (no intel_idle, no cpuidle-haltpoll without KVM); the idle task halts with TIF_POLLING_NRFLAG cleared (kernel/sched/idle.c default_idle_call)".into();
+    p
+}
+
+/// This host's idle loop, from its cpuidle driver: `intel_idle` enters
+/// every state with MWAIT, polling (`mwait_idle_with_hints`); any other
+/// driver (`acpi_idle`'s HLT, `haltpoll`, none) is taken as not polling.
+fn host_idle() -> (bool, String) {
+    let driver = std::fs::read_to_string("/sys/devices/system/cpu/cpuidle/current_driver")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "none".into());
+    let polls = driver == "intel_idle";
+    (
+        polls,
+        format!(
+            "this host's cpuidle driver: {driver} ({})",
+            if polls {
+                "MWAIT idle polls: mwait_idle_with_hints sets TIF_POLLING_NRFLAG"
+            } else {
+                "taken as not polling: HLT/WFI with TIF_POLLING_NRFLAG cleared"
+            }
+        ),
+    )
+}
+
 pub fn validate_guest(
     profile: &CostProfile,
     plan: &bench::guest::GuestPlan,
 ) -> Result<GuestValidation, Error> {
     let g = bench::guest::run(plan)?;
+    let profile = &qemu_guest_idle(profile.clone());
     let cpus = plan.cpus;
     let pv = if g.pv_tlb_flush { "kvm" } else { "none" };
     // Preempted a fraction f of the time: run f⁻¹−1 preemption lengths.

@@ -32,11 +32,18 @@ fn fork_row(workload: &str, arch: &str, extra: &[&str]) -> sim::Report {
 /// other hart: `CHILD_ROUNDS + 1` CAL per fork, all on CPU0. Without ASIDs
 /// the same: the parent sleeps in `wait()`, so CPU0 idles lazily in the
 /// child's mm (no `switch_mm`, whose clearing of the bit is the no-ASID
-/// difference) until the child's exit wakes the parent.
+/// difference) until the child's exit wakes the parent. That wake-up is one
+/// more: the parent sleeps on CPU0, which idles, so the exiting child's
+/// `try_to_wake_up` from its own hart queues it on CPU0's wake list
+/// (`ttwu_queue_cond`: an idle CPU) and sends a call-function IPI (the
+/// SG2042 idles in WFI, not polling): `CHILD_ROUNDS + 2` per fork.
 #[test]
 fn a_child_born_on_cpu0_leaves_cpu0_in_its_mask_on_riscv() {
     let r = fork_row("fork_exit", "riscv", &[]);
-    let per_fork = CHILD_ROUNDS as u64 + 1;
+    assert_eq!(r.arch["ttwu_wakelist"], 30, "one remote wake-up per fork");
+    assert_eq!(r.arch["ttwu_ipis"], 30);
+    assert_eq!(r.arch["wake_idle_without_ipi"], 0);
+    let per_fork = CHILD_ROUNDS as u64 + 2;
     assert_eq!(total(&r, "CAL"), 30 * per_fork);
     assert_eq!(r.interrupts.cal[0], 30 * per_fork, "all on CPU0");
     // The move itself is the benchmark's sched_setaffinity, one per child.
@@ -46,12 +53,46 @@ fn a_child_born_on_cpu0_leaves_cpu0_in_its_mask_on_riscv() {
 }
 
 /// Born on its own CPU, the child's mm is loaded there only: its flushes
-/// are local, no IPI, and nothing moves.
+/// are local, no IPI, and nothing moves. Its exit still wakes the parent
+/// on idle CPU0 through the wake list: one CAL per fork, on CPU0.
 #[test]
 fn a_child_born_on_its_own_cpu_flushes_locally() {
     let r = fork_row("fork_exit_placed", "riscv", &[]);
-    assert_eq!(total(&r, "CAL"), 0);
+    assert_eq!(r.arch["csd_queued"], 0, "no flush request");
+    assert_eq!(r.arch["ttwu_wakelist"], 30);
+    assert_eq!(total(&r, "CAL"), 30);
+    assert_eq!(r.interrupts.cal[0], 30);
     assert_eq!(r.arch["sched_migrations"], 0);
+}
+
+/// The same wake-ups on x86 at the Ice Lake profile, whose idle polls
+/// (MWAIT): queued on CPU0's wake list, no IPI (`set_nr_if_polling`); and
+/// with a non-polling idle (a QEMU guest's HLT) one CAL each.
+#[test]
+fn x86_wakeups_of_a_polling_idle_cpu_send_no_ipi() {
+    let r = fork_row("fork_exit_placed", "x86", &[]);
+    assert_eq!(r.arch["ttwu_wakelist"], 30);
+    assert_eq!(r.arch["wake_idle_without_ipi"], 30);
+    assert_eq!(total(&r, "CAL"), 0);
+    let mut s = scenario(
+        "mmapstress01",
+        &[
+            "workload.name=fork_exit_placed",
+            "machine.arch=x86",
+            "machine.cpus=4",
+            "machine.topology=flat",
+            "machine.migrate_pct=0",
+            "workload.threads=1",
+            "workload.iterations=30",
+        ],
+    );
+    s.validate().unwrap();
+    let mut p = machine::CostProfile::default_x86();
+    p.idle_polls = false;
+    let (h, _) = tlblab::run_with_profile(&s, p, &tlblab::RunOptions::default()).unwrap();
+    assert_eq!(h.arch["wake_idle_without_ipi"], 0);
+    assert_eq!(total(&h, "CAL"), 30);
+    assert_eq!(h.interrupts.cal[0], 30);
 }
 
 /// On arm64 the same flushes are broadcast TLBIs, no IPI, wherever the
@@ -60,11 +101,13 @@ fn a_child_born_on_its_own_cpu_flushes_locally() {
 /// page, and one `TLBI ASIDE1IS` for the child's `exit_mmap` (its
 /// `free_pgtables` freed the tables the munmaps left). The parent touches
 /// no memory, so its own exit frees no table and flushes nothing.
+/// The CAL left is the parent's wake-up (WFI idle: one IPI per fork).
 #[test]
 fn arm64_broadcasts_the_same_flushes() {
     for workload in ["fork_exit", "fork_exit_placed"] {
         let r = fork_row(workload, "arm64", &[]);
-        assert_eq!(total(&r, "CAL"), 0, "{workload}");
+        assert_eq!(r.arch["csd_queued"], 0, "{workload}");
+        assert_eq!(total(&r, "CAL"), 30, "{workload}");
         assert_eq!(
             r.arch["tlbi_is"],
             30 * (1 + CHILD_ROUNDS as u64 + 1),
@@ -83,7 +126,10 @@ fn arm64_broadcasts_the_same_flushes() {
 #[test]
 fn concurrent_children_coalesce_their_requests_to_cpu0() {
     let one = fork_row("fork_exit", "riscv", &[]);
-    assert_eq!(one.arch["csd_queued"], one.arch["ipis_sent"]);
+    assert_eq!(
+        one.arch["csd_queued"] + one.arch["ttwu_wakelist"],
+        one.arch["ipis_sent"]
+    );
     let r = fork_row("fork_exit", "riscv", &["workload.threads=3"]);
     let per_fork = CHILD_ROUNDS as u64 + 1;
     assert_eq!(r.arch["csd_queued"], 30 * per_fork);

@@ -25,6 +25,24 @@ pub enum CallFunc {
     DoKernelRangeFlush(InfoRef),
     /// x86 `do_flush_tlb_all`.
     DoFlushTlbAll,
+    /// kernel/sched/core.c: a task queued on this CPU's wake list
+    /// (`p->wake_entry`, `CSD_TYPE_TTWU`) by `__ttwu_queue_wakelist`,
+    /// activated by `sched_ttwu_pending`. Not a `cfd` csd: nobody waits
+    /// for it, there is no `csd_unlock`.
+    SchedTtwuPending(crate::TaskId),
+    /// The wake-list entry of this CPU's kworker, woken by `queue_work_on`
+    /// (mm/swap.c `lru_add_drain_all`: [`crate::mm::swap`]).
+    KworkerTtwuPending,
+}
+
+impl CallFunc {
+    /// A wake-list entry (`CSD_TYPE_TTWU`) rather than a `call_single_data`.
+    pub fn is_ttwu(self) -> bool {
+        matches!(
+            self,
+            CallFunc::SchedTtwuPending(_) | CallFunc::KworkerTtwuPending
+        )
+    }
 }
 
 /// The `cond_func` of `on_each_cpu_cond_mask`.
@@ -241,16 +259,27 @@ pub fn native_send_call_func_ipi(w: &mut World, cpu: CpuId, ipi: &CpuMask, fx: &
     fx.label(Label::SendIpis { n, first });
 }
 
-/// arch/x86/kernel/smp.c: `sysvec_call_function` → kernel/smp.c:
+/// arch/x86/kernel/smp.c: `sysvec_call_function` (and
+/// `sysvec_call_function_single`; arm64/RISC-V `IPI_CALL_FUNC`) → kernel/smp.c:
 /// `generic_smp_call_function_interrupt` → `__flush_smp_call_function_queue`:
-/// count the interrupt in the CAL row, take the whole queue, run each
-/// function and unlock its csd.
+/// count the interrupt in the CAL row (x86 counts both vectors in
+/// `irq_call_count`), take the whole queue, run each function and unlock
+/// its csd.
 pub fn sysvec_call_function(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     let c = cpu as usize;
     w.cpus[c].ipi_pending = false;
     w.counters.irq_cal[c] += 1;
     fx.cost(Cost::IrqEntry, 1);
     fx.label(Label::IrqEntry);
+    flush_smp_call_function_queue(w, cpu, fx);
+    fx.cost(Cost::IrqExit, 1);
+}
+
+/// kernel/smp.c: `__flush_smp_call_function_queue`, from the interrupt or
+/// from the idle loop (`do_idle` → `flush_smp_call_function_queue`: a
+/// polling idle CPU woken without an IPI, [`send_call_function_single_ipi`]).
+pub fn flush_smp_call_function_queue(w: &mut World, cpu: CpuId, fx: &mut Effects) {
+    let c = cpu as usize;
     // llist_del_all(), then run in queueing order (llist_reverse_order).
     // llist_del_all is an xchg, fully ordered: the handler's loads see
     // what the initiator stored before its llist_add.
@@ -259,6 +288,11 @@ pub fn sysvec_call_function(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     let mut entries = std::mem::take(&mut w.cpus[c].call_single_queue);
     for csd in entries.drain(..) {
         fx.cost(Cost::CsdRun, 1);
+        if csd.func.is_ttwu() {
+            // The wake-list entries: sched_ttwu_pending.
+            run_func(w, cpu, csd.func, fx);
+            continue;
+        }
         fx.read(layout::csd(csd.initiator, cpu));
         run_func(w, cpu, csd.func, fx);
         // csd_unlock(): release store the initiator's csd_lock_wait sees.
@@ -273,7 +307,51 @@ pub fn sysvec_call_function(w: &mut World, cpu: CpuId, fx: &mut Effects) {
         }
     }
     w.cpus[c].call_single_queue = entries;
-    fx.cost(Cost::IrqExit, 1);
+}
+
+/// kernel/smp.c: `__smp_call_single_queue(cpu, node)` from `this_cpu`:
+/// `llist_add` to `cpu`'s `call_single_queue`, and
+/// [`send_call_function_single_ipi`] only if the list was empty (an
+/// interrupt on its way runs every entry queued by then).
+pub fn __smp_call_single_queue(
+    w: &mut World,
+    this_cpu: CpuId,
+    cpu: CpuId,
+    csd: Csd,
+    fx: &mut Effects,
+) {
+    let ttwu = csd.func.is_ttwu();
+    // llist_add is a locked cmpxchg: the store buffer drains.
+    crate::hw::memory_model::barrier(w, this_cpu, None, crate::hw::memory_model::Order::Full, fx);
+    let q = &mut w.cpus[cpu as usize].call_single_queue;
+    let was_empty = q.is_empty();
+    q.push(csd);
+    fx.write(layout::call_single_queue(cpu));
+    if was_empty {
+        let sent = w.counters.ipis_sent;
+        send_call_function_single_ipi(w, this_cpu, cpu, fx);
+        if ttwu {
+            w.counters.ttwu_ipis += w.counters.ipis_sent - sent;
+        }
+    }
+}
+
+/// kernel/sched/core.c: `send_call_function_single_ipi(cpu)`: no IPI when
+/// `set_nr_if_polling(rq->idle)` succeeds, i.e. `cpu` runs its idle task
+/// and that task polls (the profile's `[idle] polls`: x86 MWAIT idle); the
+/// idle loop then sees `need_resched`, leaves, and runs the queue itself
+/// (`flush_smp_call_function_queue` in `do_idle`), with no interrupt
+/// counted. Else `arch_send_call_function_single_ipi`.
+pub fn send_call_function_single_ipi(w: &mut World, this_cpu: CpuId, cpu: CpuId, fx: &mut Effects) {
+    if w.cfg.idle_polls && w.cpus[cpu as usize].curr.is_none() {
+        // trace_sched_wake_idle_without_ipi(cpu)
+        w.counters.wake_idle_without_ipi += 1;
+        fx.wake(cpu);
+        return;
+    }
+    let mut m = CpuMask::new(w.cpus.len());
+    m.set(cpu);
+    native_send_call_func_ipi(w, this_cpu, &m, fx);
 }
 
 fn cond(w: &World, c: Cond, func: CallFunc, cpu: CpuId, fx: &mut Effects) -> bool {
@@ -295,6 +373,8 @@ fn run_func(w: &mut World, cpu: CpuId, func: CallFunc, fx: &mut Effects) {
             crate::arch::x86::tlb_kernel::do_kernel_range_flush(w, cpu, info, fx)
         }
         CallFunc::DoFlushTlbAll => crate::arch::x86::tlb_kernel::do_flush_tlb_all(w, cpu, fx),
+        CallFunc::SchedTtwuPending(p) => crate::sched::core::sched_ttwu_pending(w, cpu, p, fx),
+        CallFunc::KworkerTtwuPending => crate::mm::swap::kworker_ttwu_pending(w, cpu, fx),
     }
 }
 

@@ -63,6 +63,7 @@ impl Renaming<'_> {
         match f {
             CallFunc::FlushTlbFunc(r) => CallFunc::FlushTlbFunc(self.info_ref(r)),
             CallFunc::DoKernelRangeFlush(r) => CallFunc::DoKernelRangeFlush(self.info_ref(r)),
+            CallFunc::SchedTtwuPending(t) => CallFunc::SchedTtwuPending(self.task(t)),
             other => other,
         }
     }
@@ -164,6 +165,7 @@ impl Renaming<'_> {
             curr: c.curr.map(|t| self.task(t)),
             rq: c.rq.iter().map(|&t| self.task(t)).collect(),
             flush_info: self.flush_info(&c.flush_info),
+            lru_drain_waiter: c.lru_drain_waiter.map(|t| self.task(t)),
             ..c.clone()
         }
     }
@@ -461,12 +463,17 @@ fn cpu_fixed_hash<H: Hasher + Default>(c: &Cpu) -> u64 {
         active_lockless_pt_walk_mm,
         walk_line_shared,
         fair,
+        lru_add,
+        lru_drain_work,
+        kworker_runnable,
+        lru_drain_waiter: _,
     } = c;
     let mut h = H::default();
     (irqs_off, preempt_count, tlbstate, tlb, ipi_pending).hash(&mut h);
     (vcpu_preempted, kvm_flush_pending, asid, riscv).hash(&mut h);
     (need_resched, flush_info_busy).hash(&mut h);
     (active_lockless_pt_walk_mm, walk_line_shared, fair).hash(&mut h);
+    (lru_add, lru_drain_work, kworker_runnable).hash(&mut h);
     h.finish()
 }
 
@@ -488,6 +495,7 @@ fn hash_cpu_ids<H: Hasher>(c: &Cpu, r: &Renaming, h: &mut H) {
         r.task(t).hash(h);
     }
     r.flush_info(&c.flush_info).hash(h);
+    c.lru_drain_waiter.map(|t| r.task(t)).hash(h);
 }
 
 /// The hash of a task's fields that hold no ids. `pid` is read only by

@@ -706,6 +706,18 @@ pub struct Counters {
     /// `smp_call_function_many_cond`: csds queued (one per remote target
     /// that passed `cond_func`); an IPI goes only where the queue was empty.
     pub csd_queued: u64,
+    /// Remote wake-ups queued on the target's wake list (`ttwu_queue_wakelist`:
+    /// a `sched_ttwu_pending` entry on its `call_single_queue`), and those
+    /// whose idle target polled so no IPI was sent (`sched_wake_idle_without_ipi`).
+    pub ttwu_wakelist: u64,
+    pub wake_idle_without_ipi: u64,
+    /// Call-function IPIs sent for wake-list entries (the queue was empty
+    /// and the idle task did not poll).
+    pub ttwu_ipis: u64,
+    /// `lru_add_drain_all` calls, and the per-CPU drain works they ran
+    /// (the local one inline, each remote one in its CPU's kworker).
+    pub lru_add_drain_all: u64,
+    pub lru_drain_works: u64,
     /// Tasks moved to another CPU's runqueue: by the fair class's balancing
     /// (`sched::fair`) or by the `machine.migrate_pct` noise knob.
     pub sched_migrations: u64,
@@ -912,6 +924,15 @@ pub struct Cpu {
     pub walk_line_shared: bool,
     /// The fair class's balancing state of this CPU's runqueue.
     pub fair: crate::sched::fair::FairRq,
+    /// mm/swap.c `cpu_fbatches.lru_add`: folios in this CPU's LRU add
+    /// batch (`crate::mm::swap`).
+    pub lru_add: u8,
+    /// `lru_add_drain_work` queued on this CPU and not yet run.
+    pub lru_drain_work: bool,
+    /// This CPU's kworker is runnable (woken for the drain work).
+    pub kworker_runnable: bool,
+    /// The task sleeping in `flush_work` of this CPU's drain work.
+    pub lru_drain_waiter: Option<TaskId>,
 }
 
 /// Kernel configuration the paths read (switches, static keys, tunables).
@@ -958,6 +979,15 @@ pub struct KernelCfg {
     pub speculative_walks: bool,
     /// The scheduling domains the fair class places tasks on.
     pub topology: machine::Topology,
+    /// The idle task polls (`TIF_POLLING_NRFLAG` kept while idle: x86
+    /// MWAIT idle): a wake-up queued on an idle CPU's wake list needs no
+    /// IPI (`send_call_function_single_ipi`). The cost profile's `[idle]
+    /// polls`, set by the simulator; false (HLT/WFI) otherwise.
+    pub idle_polls: bool,
+    /// The per-CPU LRU batches and `lru_add_drain_all`'s drain work
+    /// (`crate::mm::swap`): on, but for the checker (they hold no
+    /// translation; `tlblab check` leaves them out).
+    pub lru_batches: bool,
 }
 
 /// Which kind of step to run on a CPU.
@@ -1138,6 +1168,8 @@ impl World {
             spec_targets: Vec::new(),
             speculative_walks: s.machine.speculative_walks,
             topology: machine::Topology::build(m.topology, m.arch, m.cpus),
+            idle_polls: false,
+            lru_batches: true,
         };
         if !s.inject.drop_barrier.is_empty()
             && crate::hw::memory_model::find_barrier(&s.inject.drop_barrier).is_none()
@@ -1182,6 +1214,10 @@ impl World {
                 active_lockless_pt_walk_mm: None,
                 walk_line_shared: false,
                 fair: Default::default(),
+                lru_add: 0,
+                lru_drain_work: false,
+                kworker_runnable: false,
+                lru_drain_waiter: None,
             })
             .collect();
         let init_mm = Mm::new(
@@ -1388,11 +1424,13 @@ impl World {
         if c.vcpu_preempted {
             return false;
         }
-        if c.need_resched && (c.curr.is_none() || self.can_preempt(cpu)) {
+        if (c.need_resched || c.kworker_runnable) && (c.curr.is_none() || self.can_preempt(cpu)) {
             return true;
         }
         match c.curr {
-            None => !c.rq.is_empty(),
+            // (A polling idle CPU woken with entries on its queue and no
+            // IPI: send_call_function_single_ipi.)
+            None => !c.rq.is_empty() || (!c.ipi_pending && !c.call_single_queue.is_empty()),
             Some(t) => {
                 let task = &self.tasks[t as usize];
                 match task.kstack.last() {
@@ -1622,8 +1660,11 @@ impl World {
                 .map(|(i, _)| i)
                 .collect()
         });
-        on.into_iter()
-            .any(|i| self.tasks[i].state == TaskState::Sleeping)
+        // (A task asleep in the kernel, flush_work's waiter, has no timer.)
+        on.into_iter().any(|i| {
+            let t = &self.tasks[i];
+            t.state == TaskState::Sleeping && t.kstack.is_empty()
+        })
     }
 
     /// What the step `kind` of `cpu` reads and writes from this state
@@ -1787,15 +1828,35 @@ impl World {
     }
 
     fn run(&mut self, cpu: CpuId, fx: &mut Effects) {
-        if self.cpus[cpu as usize].need_resched && self.can_preempt(cpu) {
+        if self.cpus[cpu as usize].need_resched
+            && self.cpus[cpu as usize].curr.is_some()
+            && self.can_preempt(cpu)
+        {
             // preempt_schedule(): the woken higher-priority task runs now.
             crate::sched::core::preempt(self, cpu, fx);
             return;
         }
         let Some(t) = self.cpus[cpu as usize].curr else {
+            let c = &self.cpus[cpu as usize];
+            if !c.ipi_pending && !c.call_single_queue.is_empty() {
+                // do_idle: a polling idle loop left on need_resched runs
+                // the queue itself (flush_smp_call_function_queue), no
+                // interrupt taken.
+                crate::kernel_smp::flush_smp_call_function_queue(self, cpu, fx);
+            }
+            if self.cpus[cpu as usize].kworker_runnable {
+                // The woken kworker runs first (it was queued first).
+                crate::mm::swap::kworker_run(self, cpu, fx);
+                return;
+            }
             crate::sched::core::schedule(self, cpu, fx);
             return;
         };
+        if self.cpus[cpu as usize].kworker_runnable && self.can_preempt(cpu) {
+            // The kworker woken here preempts the task (wakeup preemption).
+            crate::mm::swap::kworker_run(self, cpu, fx);
+            return;
+        }
         // The frame being run, off the kernel stack (None: the user
         // program, or pop the stack next). It stays off while its path
         // continues or calls (the next move would pop it or its child

@@ -213,6 +213,21 @@ struct ProfileFile {
     costs: BTreeMap<String, Entry>,
     #[serde(default)]
     dvm: Option<DvmLimits>,
+    #[serde(default)]
+    idle: Option<IdleLoop>,
+}
+
+/// How the machine's CPUs idle: whether the idle task polls (keeps
+/// `TIF_POLLING_NRFLAG` set while it waits), which decides whether a
+/// remote wake-up of an idle CPU needs an IPI.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdleLoop {
+    /// kernel/sched/core.c `send_call_function_single_ipi`:
+    /// `set_nr_if_polling(rq->idle)` succeeds, no IPI is sent.
+    polls: bool,
+    /// Where the fact comes from.
+    source: String,
 }
 
 /// arm64: the interconnect's DVM node, what is a count rather than a price.
@@ -236,6 +251,11 @@ pub struct CostProfile {
     /// 1 when the profile has no `[dvm]` table), and its source.
     pub dvm_ops_in_flight: u32,
     pub dvm_source: String,
+    /// The idle loop polls (`[idle] polls`; false when the profile has no
+    /// `[idle]` table): a remote wake-up of an idle CPU through the wake
+    /// list sends no IPI (kernel/sched/core.c `send_call_function_single_ipi`).
+    pub idle_polls: bool,
+    pub idle_source: String,
 }
 
 /// The bundled default profile. Its machine's scheduling domains are
@@ -298,6 +318,10 @@ impl CostProfile {
                 dvm.ops_in_flight
             )));
         }
+        let idle = f.idle.unwrap_or(IdleLoop {
+            polls: false,
+            source: "no [idle] table: the idle task does not poll (HLT/WFI), a wake-up of an idle CPU is an IPI".into(),
+        });
         Ok(CostProfile {
             name: f.name,
             description: f.description,
@@ -305,6 +329,8 @@ impl CostProfile {
             sources,
             dvm_ops_in_flight: dvm.ops_in_flight,
             dvm_source: dvm.source,
+            idle_polls: idle.polls,
+            idle_source: idle.source,
         })
     }
 
@@ -362,6 +388,11 @@ impl CostProfile {
             "\n[dvm]\nops_in_flight = {}\nsource = \"{}\"\n",
             self.dvm_ops_in_flight,
             esc(&self.dvm_source)
+        ));
+        out.push_str(&format!(
+            "\n[idle]\npolls = {}\nsource = \"{}\"\n",
+            self.idle_polls,
+            esc(&self.idle_source)
         ));
         out
     }

@@ -316,9 +316,14 @@ pub struct InjectCfg {
 }
 
 /// Generic mm switches.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MmCfg {
+    /// `PAGEVEC_SIZE` (include/linux/pagevec.h): folios a per-CPU LRU
+    /// batch (`cpu_fbatches.lru_add`) holds before `folio_batch_move_lru`
+    /// drains it: 15 in 6.1, 31 since "mm: increase folio batch size"
+    /// (6.12 has 31).
+    pub pagevec_size: u32,
     /// Seed (b): `tlb_remove_table_sync_one()` returns early when
     /// `tlb_table_flush_implies_ipi_broadcast()` (x86: static key set at boot
     /// only with native flush and no INVLPGB).
@@ -345,6 +350,21 @@ pub struct MmCfg {
     /// freed in the same `shrink_folio_list` pass) or `none` (no swap:
     /// `add_to_swap` fails, anonymous folios are kept mapped).
     pub swap: Swap,
+}
+
+impl Default for MmCfg {
+    fn default() -> Self {
+        MmCfg {
+            pagevec_size: 31,
+            skip_redundant_table_sync: false,
+            force_skip_table_sync: false,
+            unshare_without_lazy_ipi: false,
+            targeted_table_sync: false,
+            pt_reclaim: Default::default(),
+            table_batch_alloc_fail: false,
+            swap: Default::default(),
+        }
+    }
 }
 
 /// `mm.swap`: whether reclaim can write anonymous folios out.
@@ -633,6 +653,12 @@ impl Scenario {
 
     /// Check ranges that the types cannot, and switches that need others.
     pub fn validate(&self) -> Result<(), Error> {
+        if !(1..=255).contains(&self.mm.pagevec_size) {
+            return Err(Error::Range(format!(
+                "mm.pagevec_size = {} (allowed 1..=255)",
+                self.mm.pagevec_size
+            )));
+        }
         if self.inject.skip_rollover_flush && self.machine.arch == Arch::X86 {
             return Err(Error::Config(
                 "inject.skip_rollover_flush needs machine.arch=arm64 or riscv (x86 has no ASID generations)".into(),
@@ -782,6 +808,11 @@ impl Scenario {
                 "mm.pt_reclaim",
                 "auto | on | off",
                 "CONFIG_PT_RECLAIM: MADV_DONTNEED frees the PTE tables it empties (auto: on for x86_64, as 6.18)",
+            ),
+            (
+                "mm.pagevec_size",
+                "1..=255",
+                "PAGEVEC_SIZE: folios a per-CPU LRU batch holds before it drains (31: 6.12; 15: 6.1)",
             ),
             (
                 "mm.table_batch_alloc_fail",

@@ -371,7 +371,11 @@ pub struct StepView<'a> {
 }
 
 impl Sim {
-    pub fn new(world: World, profile: CostProfile, opts: SimOptions) -> Sim {
+    pub fn new(mut world: World, profile: CostProfile, opts: SimOptions) -> Sim {
+        // Whether the machine's idle task polls is the profile's fact.
+        if world.cfg.idle_polls != profile.idle_polls {
+            world.cfg.idle_polls = profile.idle_polls;
+        }
         let n = world.cpus.len();
         let prices = std::sync::Arc::new(Prices::new(|c| profile.ns(c)));
         let profile_dvm_slots = profile.dvm_ops_in_flight;

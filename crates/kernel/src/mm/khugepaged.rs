@@ -81,6 +81,9 @@ pub struct MadviseCollapse {
     /// PMD ranges collapsed (or already huge), and the last failure.
     pub thps: u32,
     pub last_fail: Option<ScanResult>,
+    /// `lru_add_drain_all`'s `has_work`: the remote CPUs whose drain work
+    /// this call still has to `flush_work` (in order).
+    pub has_work: Vec<CpuId>,
 }
 
 impl MadviseCollapse {
@@ -91,6 +94,7 @@ impl MadviseCollapse {
             entered: false,
             thps: 0,
             last_fail: None,
+            has_work: Vec::new(),
         }
     }
 
@@ -98,13 +102,24 @@ impl MadviseCollapse {
     /// PMD range; a whitelisted failure (`SCAN_PMD_NULL`, `SCAN_PAGE_COUNT`)
     /// goes on with the next range, any other stops. Returns 0 if every
     /// range is huge now, else `madvise_collapse_errno(last_fail)`.
-    pub fn step(&mut self, w: &mut World, _cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
+    pub fn step(&mut self, w: &mut World, cpu: CpuId, task: TaskId, fx: &mut Effects) -> Flow {
         if !self.entered {
             self.entered = true;
             fx.cost(Cost::SyscallEntryExit, 1);
             fx.label(Label::Syscall {
                 nr: "madvise(MADV_COLLAPSE)",
             });
+            // mmgrab(mm); lru_add_drain_all(): every CPU's batched folios
+            // onto the LRU (a folio in a batch holds a reference the scan's
+            // is_refcount_suitable would see, and is not PageLRU).
+            self.has_work = crate::mm::swap::lru_add_drain_all(w, cpu, fx);
+        }
+        // lru_add_drain_all's flush_work of each CPU it queued work on.
+        while let Some(&c) = self.has_work.first() {
+            if !crate::mm::swap::flush_work_wait(w, cpu, task, c, fx) {
+                return Flow::Yield;
+            }
+            self.has_work.remove(0);
         }
         let stop = self.last_fail == Some(ScanResult::AllocHugePageFail);
         if self.next >= self.end || stop {
@@ -298,6 +313,12 @@ impl CollapseHugePage {
                     deposited: self.table,
                 });
                 w.counters.collapses += 1;
+                // The small folios went back to the LRU through this CPU's
+                // batch (6.1 release_pte_page → putback_lru_page, 6.12
+                // release_pte_folio → folio_putback_lru: folio_add_lru),
+                // and the huge one's folio_add_lru (a large folio) drained
+                // it whole.
+                crate::mm::swap::folio_add_lru_large(w, cpu);
                 mmap_write_unlock(w, mm, fx);
                 let op = w.op_id("collapse_huge_page");
                 fx.stat(Stat::OpEnd(task, op));

@@ -297,7 +297,7 @@ fn handle_pte_fault(
     let idx = table_index(va, 1);
     let e = w.mem.read(table, idx).unwrap_or(0);
     if pte::is_swap(e) {
-        do_swap_page(w, table, va, write, fx);
+        do_swap_page(w, cpu, table, va, write, fx);
         return Fault::Done;
     }
     if pte::is_migration(e) {
@@ -438,6 +438,8 @@ fn do_wp_page(
     };
     fx.cost(Cost::CopyPage, 1);
     w.counters.wp_copy += 1;
+    // wp_page_copy: folio_add_lru_vma(new_folio).
+    crate::mm::swap::folio_add_lru(w, cpu, 1);
     fx.label(Label::WpPageCopy { va, old, new });
     w.mem.write(
         table,
@@ -555,6 +557,8 @@ fn do_anonymous_page(w: &mut World, cpu: CpuId, table: Pfn, va: u64, fx: &mut Ef
                 pte::make(pfn, pte::WRITE | pte::USER | pte::ACCESSED | pte::DIRTY),
             );
             fx.label(Label::DoAnonymousPage { va, pfn });
+            // folio_add_lru_vma: into this CPU's LRU add batch.
+            crate::mm::swap::folio_add_lru(w, cpu, 1);
         }
         Err(_) => {
             // Out of simulated memory: the access will fault again; the
@@ -572,13 +576,15 @@ fn do_anonymous_page(w: &mut World, cpu: CpuId, table: Pfn, va: u64, fx: &mut Ef
 /// exclusive folio writable and the hardware sets the dirty bit on a later
 /// write, which the model's MMU does not do, so the write takes a
 /// `do_wp_page` (reuse) that dirties the PTE instead.
-fn do_swap_page(w: &mut World, table: Pfn, va: u64, write: bool, fx: &mut Effects) {
+fn do_swap_page(w: &mut World, cpu: CpuId, table: Pfn, va: u64, write: bool, fx: &mut Effects) {
     fx.cost(Cost::SwapInPage, 1);
     w.counters.pswpin += 1;
     let Ok(pfn) = w.mem.alloc(FrameUse::Anon) else {
         w.violation(0, 0, va, format!("out of simulated memory at {va:#x}"));
         return;
     };
+    // The synchronous device's path: folio_add_lru(folio).
+    crate::mm::swap::folio_add_lru(w, cpu, 1);
     let flags = if write {
         pte::WRITE | pte::DIRTY
     } else {

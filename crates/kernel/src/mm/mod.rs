@@ -9,5 +9,6 @@ pub mod mmap;
 pub mod mmap_lock;
 pub mod mmu_gather;
 pub mod rmap;
+pub mod swap;
 pub mod vmalloc;
 pub mod vmscan;

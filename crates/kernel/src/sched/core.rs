@@ -74,7 +74,10 @@ pub fn hrtimer_wakeup(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     let Some(t) = w
         .tasks
         .iter()
-        .filter(|t| t.cpu == cpu && t.state == TaskState::Sleeping && !t.us.in_wait)
+        // (Not a task asleep in the kernel: flush_work's waiter.)
+        .filter(|t| {
+            t.cpu == cpu && t.state == TaskState::Sleeping && !t.us.in_wait && t.kstack.is_empty()
+        })
         .min_by_key(|t| t.us.deadline)
         .map(|t| t.id)
     else {
@@ -84,15 +87,10 @@ pub fn hrtimer_wakeup(w: &mut World, cpu: CpuId, fx: &mut Effects) {
     // wake on another CPU (select_task_rq_fair); this one's timer woke it.
     let to = fair::select_task_rq(w, t, cpu);
     if to != cpu {
-        let task = &mut w.tasks[t as usize];
-        task.state = TaskState::Runnable;
-        task.cpu = to;
-        w.cpus[to as usize].rq.push_back(t);
-        w.cpus[to as usize].fair.idle_stamp = None;
         w.counters.sched_migrations += 1;
         w.counters.sched_wake_migrations += 1;
         fx.label(crate::Label::Wakeup { task: t, rt: false });
-        fx.wake(to);
+        ttwu_queue(w, t, to, cpu, fx);
         return;
     }
     let task = &mut w.tasks[t as usize];
@@ -118,7 +116,7 @@ pub fn hrtimer_wakeup(w: &mut World, cpu: CpuId, fx: &mut Effects) {
 /// running on `this_cpu`, not `WF_SYNC` (an exiting child waking its
 /// parent: `select_task_rq_fair` drops the hint for a `PF_EXITING` waker).
 /// `select_task_rq` picks the CPU; the task is queued there
-/// (`ttwu_queue`) and that CPU, if idle, wakes to run it.
+/// ([`ttwu_queue`]) and that CPU, if idle, wakes to run it.
 pub fn try_to_wake_up(w: &mut World, p: TaskId, this_cpu: CpuId, fx: &mut Effects) {
     if w.tasks[p as usize].state != TaskState::Sleeping {
         return;
@@ -129,13 +127,71 @@ pub fn try_to_wake_up(w: &mut World, p: TaskId, this_cpu: CpuId, fx: &mut Effect
         w.counters.sched_migrations += 1;
         w.counters.sched_wake_migrations += 1;
     }
+    fx.label(crate::Label::Wakeup { task: p, rt: false });
+    ttwu_queue(w, p, to, this_cpu, fx);
+}
+
+/// kernel/sched/core.c: `ttwu_queue(p, cpu)` from `this_cpu`: through
+/// the wake list when [`ttwu_queue_cond`] says so (6.1 and 6.12 alike:
+/// another CPU that does not share this one's last-level cache, or an
+/// idle one), else `ttwu_do_activate` under the target's runqueue lock.
+/// The task is `TASK_WAKING` meanwhile: runnable, on no runqueue.
+pub fn ttwu_queue(w: &mut World, p: TaskId, cpu: CpuId, this_cpu: CpuId, fx: &mut Effects) {
     let task = &mut w.tasks[p as usize];
     task.state = TaskState::Runnable;
-    task.cpu = to;
-    w.cpus[to as usize].rq.push_back(p);
-    w.cpus[to as usize].fair.idle_stamp = None;
-    fx.label(crate::Label::Wakeup { task: p, rt: false });
-    fx.wake(to);
+    task.cpu = cpu;
+    if cpu != this_cpu && ttwu_queue_cond(w, cpu, this_cpu) {
+        // __ttwu_queue_wakelist: WRITE_ONCE(rq->ttwu_pending, 1);
+        // __smp_call_single_queue(cpu, &p->wake_entry.llist).
+        w.counters.ttwu_wakelist += 1;
+        let csd = crate::kernel_smp::Csd {
+            initiator: this_cpu,
+            func: crate::kernel_smp::CallFunc::SchedTtwuPending(p),
+        };
+        crate::kernel_smp::__smp_call_single_queue(w, this_cpu, cpu, csd, fx);
+        return;
+    }
+    ttwu_do_activate(w, cpu, p);
+    fx.wake(cpu);
+}
+
+/// kernel/sched/core.c: `ttwu_queue_cond(p, cpu)` for a `cpu` other than
+/// this one that `p` may run on (`select_task_rq` chose it): queue on its
+/// wake list if it does not share this CPU's cache (`cpus_share_cache`),
+/// or if it is idle (`!cpu_rq(cpu)->nr_running`: the woken task is not
+/// counted yet). 6.1 and 6.12 read the same here (6.12's `sched_ext` and
+/// stop-class tests do not apply).
+pub fn ttwu_queue_cond(w: &World, cpu: CpuId, this_cpu: CpuId) -> bool {
+    if !w.cfg.topology.cpus_share_cache(this_cpu as u32, cpu as u32) {
+        return true;
+    }
+    fair::nr_running(w, cpu as u32) == 0
+}
+
+/// kernel/sched/core.c: `ttwu_do_activate`: `p` joins `cpu`'s runqueue
+/// (a real-time task at its head, asking for a reschedule).
+fn ttwu_do_activate(w: &mut World, cpu: CpuId, p: TaskId) {
+    let rt = w.tasks[p as usize].rt;
+    let c = &mut w.cpus[cpu as usize];
+    if rt {
+        c.rq.push_front(p);
+        c.need_resched = true;
+    } else {
+        c.rq.push_back(p);
+    }
+    c.fair.idle_stamp = None;
+}
+
+/// kernel/sched/core.c: `sched_ttwu_pending` for one wake-list entry, on
+/// `cpu` (from its call-function interrupt or its idle loop):
+/// `ttwu_do_activate`; an idle CPU then schedules it (`resched_curr` of
+/// the idle task: the step after this one).
+pub fn sched_ttwu_pending(w: &mut World, cpu: CpuId, p: TaskId, fx: &mut Effects) {
+    if w.tasks[p as usize].state != TaskState::Runnable || w.tasks[p as usize].cpu != cpu {
+        return;
+    }
+    ttwu_do_activate(w, cpu, p);
+    fx.wake(cpu);
 }
 
 /// kernel/sched/core.c: `preempt_schedule` / `__schedule(SM_PREEMPT)`: put
