@@ -1106,8 +1106,10 @@ const COLLAPSE_EVENTS: [&str; 10] = [
 /// kind, the CPU they ran on and their telling fields (the function a csd
 /// or a work item runs, the task woken and where). Empty where tracefs is
 /// missing.
-fn collapse_trace(f: impl FnOnce() -> Result<(), Error>) -> std::collections::BTreeMap<String, u64> {
-    let mut by = std::collections::BTreeMap::new();
+fn collapse_trace(
+    f: impl FnOnce() -> Result<(), Error>,
+) -> std::collections::BTreeMap<String, u64> {
+    let by = std::collections::BTreeMap::new();
     let t = Path::new("/sys/kernel/tracing");
     if !t.join("events").exists() {
         let _ = mount("tracefs", "/sys/kernel/tracing", "tracefs");
@@ -1121,8 +1123,7 @@ fn collapse_trace(f: impl FnOnce() -> Result<(), Error>) -> std::collections::BT
     let stacks = w(
         "set_ftrace_filter",
         "smp_call_function_many_cond __smp_call_single_queue generic_exec_single nohz_csd_func",
-    )
-        && w("options/func_stack_trace", "1")
+    ) && w("options/func_stack_trace", "1")
         && w("current_tracer", "function");
     crate::collapse::TRACE_SKIP.store(1, std::sync::atomic::Ordering::Relaxed);
     crate::collapse::TRACE_AROUND_COLLAPSE.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -1148,11 +1149,79 @@ fn collapse_trace(f: impl FnOnce() -> Result<(), Error>) -> std::collections::BT
     if ran.is_err() {
         return by;
     }
+    count_collapse_trace(&text)
+}
+
+/// One trace line's key for [`count_collapse_trace`]: the event, the CPU it
+/// ran on and its telling fields (the function a csd or work item runs,
+/// the task woken and where); `None` for a line that is no event.
+fn trace_event_key(l: &str) -> Option<String> {
+    let cpu = l
+        .split_whitespace()
+        .find_map(|x| x.strip_prefix('[')?.strip_suffix(']'))
+        .and_then(|c| c.parse::<u32>().ok());
+    let field = |k: &str| {
+        l.split_whitespace()
+            .find_map(|x| x.strip_prefix(k))
+            .map(|v| v.split('+').next().unwrap_or(v).to_string())
+    };
+    let event = l
+        .split_whitespace()
+        .map(|x| x.trim_end_matches(':'))
+        .zip(l.split_whitespace())
+        .find(|(e, x)| {
+            x.ends_with(':') && e.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        })
+        .map(|(e, _)| e)?;
+    let on_cpu = cpu.map_or(String::new(), |c| format!(" on cpu{c}"));
+    Some(match event {
+        "csd_queue_cpu" => format!(
+            "csd_queue_cpu func={} to cpu{}",
+            field("func=").unwrap_or_default(),
+            field("cpu=").unwrap_or_default()
+        ),
+        "ipi_send_cpu" => format!(
+            "ipi_send_cpu callback={} to cpu{}",
+            field("callback=").unwrap_or_default(),
+            field("cpu=").unwrap_or_default()
+        ),
+        "sched_waking" => format!(
+            "sched_waking {}{on_cpu} -> cpu{}",
+            field("comm=").unwrap_or_default(),
+            field("target_cpu=").unwrap_or_default()
+        ),
+        "sched_wake_idle_without_ipi" => {
+            format!(
+                "sched_wake_idle_without_ipi cpu{}",
+                field("cpu=").unwrap_or_default()
+            )
+        }
+        "workqueue_queue_work" => format!(
+            "workqueue_queue_work function={}{on_cpu} -> cpu{}",
+            field("function=").unwrap_or_default(),
+            field("cpu=").unwrap_or_default()
+        ),
+        other => format!("{other}{on_cpu}"),
+    })
+}
+
+/// [`collapse_trace`]'s text counted: each event by kind, CPU and telling
+/// fields; each function-tracer stack (its first seven frames) by itself.
+fn count_collapse_trace(text: &str) -> std::collections::BTreeMap<String, u64> {
+    let mut by = std::collections::BTreeMap::new();
     // The function tracer's stacks: " => frame" lines after "<stack trace>".
     let mut frames: Vec<&str> = Vec::new();
     let flush = |frames: &mut Vec<&str>, by: &mut std::collections::BTreeMap<String, u64>| {
         if !frames.is_empty() {
-            let key = format!("stack {}", frames.iter().take(7).copied().collect::<Vec<_>>().join(" < "));
+            let key = format!(
+                "stack {}",
+                frames
+                    .iter()
+                    .take(7)
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(" < ")
+            );
             *by.entry(key).or_insert(0) += 1;
             frames.clear();
         }
@@ -1166,54 +1235,9 @@ fn collapse_trace(f: impl FnOnce() -> Result<(), Error>) -> std::collections::BT
         if l.contains("<stack trace>") {
             continue;
         }
-        let cpu = l
-            .split_whitespace()
-            .find_map(|x| x.strip_prefix('[')?.strip_suffix(']'))
-            .and_then(|c| c.parse::<u32>().ok());
-        let field = |k: &str| {
-            l.split_whitespace()
-                .find_map(|x| x.strip_prefix(k))
-                .map(|v| v.split('+').next().unwrap_or(v).to_string())
-        };
-        let Some(event) = l
-            .split_whitespace()
-            .map(|x| x.trim_end_matches(':'))
-            .zip(l.split_whitespace())
-            .find(|(e, x)| {
-                x.ends_with(':') && e.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-            })
-            .map(|(e, _)| e)
-        else {
-            continue;
-        };
-        let on_cpu = cpu.map_or(String::new(), |c| format!(" on cpu{c}"));
-        let key = match event {
-            "csd_queue_cpu" => format!(
-                "csd_queue_cpu func={} to cpu{}",
-                field("func=").unwrap_or_default(),
-                field("cpu=").unwrap_or_default()
-            ),
-            "ipi_send_cpu" => format!(
-                "ipi_send_cpu callback={} to cpu{}",
-                field("callback=").unwrap_or_default(),
-                field("cpu=").unwrap_or_default()
-            ),
-            "sched_waking" => format!(
-                "sched_waking {}{on_cpu} -> cpu{}",
-                field("comm=").unwrap_or_default(),
-                field("target_cpu=").unwrap_or_default()
-            ),
-            "sched_wake_idle_without_ipi" => {
-                format!("sched_wake_idle_without_ipi cpu{}", field("cpu=").unwrap_or_default())
-            }
-            "workqueue_queue_work" => format!(
-                "workqueue_queue_work function={}{on_cpu} -> cpu{}",
-                field("function=").unwrap_or_default(),
-                field("cpu=").unwrap_or_default()
-            ),
-            other => format!("{other}{on_cpu}"),
-        };
-        *by.entry(key).or_insert(0) += 1;
+        if let Some(key) = trace_event_key(l) {
+            *by.entry(key).or_insert(0) += 1;
+        }
     }
     flush(&mut frames, &mut by);
     by
@@ -1347,5 +1371,34 @@ mod tests {
         assert_eq!(GuestArch::parse("aarch64").unwrap(), GuestArch::Arm64);
         assert_eq!(GuestArch::parse("riscv").unwrap().model_arch(), "riscv");
         assert!(GuestArch::parse("mips").is_err());
+    }
+
+    /// The traced collapse round's text, as 6.1 (x86) and 6.12 print it:
+    /// events keyed by kind, CPU and fields; the function tracer's stacks
+    /// by their frames; its own call lines and the headers are no events.
+    #[test]
+    fn collapse_trace_lines_are_counted_by_event_and_stack() {
+        let text = "# tracer: function\n\
+            tlblab-1  [000] d.h1.  7.108770: local_timer_entry: vector=236\n\
+            tlblab-1  [000] d.h1.  7.108990: local_timer_entry: vector=236\n\
+            tlblab-9  [001] dn...  32.8: csd_queue_cpu: cpu=0 callsite=ttwu_queue_wakelist+0x120/0x134 func=sched_ttwu_pending csd=0000\n\
+            tlblab-1  [000] ...1.  7.2: smp_call_function_many_cond <-smp_call_function\n\
+            tlblab-1  [000] ...1.  7.2: <stack trace>\n \
+            => 0xffffffffc05de083\n \
+            => smp_call_function_many_cond+0x5/0x400\n \
+            => smp_call_function+0x2/0x50\n";
+        let by = super::count_collapse_trace(text);
+        let got: Vec<(&str, u64)> = by.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("csd_queue_cpu func=sched_ttwu_pending to cpu0", 1),
+                ("local_timer_entry on cpu0", 2),
+                (
+                    "stack 0xffffffffc05de083 < smp_call_function_many_cond < smp_call_function",
+                    1
+                ),
+            ]
+        );
     }
 }

@@ -74,7 +74,7 @@ fn x86_wakeups_of_a_polling_idle_cpu_send_no_ipi() {
     assert_eq!(r.arch["ttwu_wakelist"], 30);
     assert_eq!(r.arch["wake_idle_without_ipi"], 30);
     assert_eq!(total(&r, "CAL"), 0);
-    let mut s = scenario(
+    let s = scenario(
         "mmapstress01",
         &[
             "workload.name=fork_exit_placed",

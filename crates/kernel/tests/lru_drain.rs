@@ -73,7 +73,11 @@ fn drive(w: &mut World, allow: impl Fn(CpuId) -> bool, done: impl Fn(&World) -> 
 /// The three threads fault and exit (CPUs 1-3 idle after), then CPU0
 /// collapses, every CPU taking its steps as they come.
 fn run(w: &mut World) {
-    drive(w, |c| c != 0, |w| (1..4).all(|t| w.tasks[t].state == TaskState::Exited));
+    drive(
+        w,
+        |c| c != 0,
+        |w| (1..4).all(|t| w.tasks[t].state == TaskState::Exited),
+    );
     drive(w, |_| true, |w| w.tasks[0].state == TaskState::Exited);
 }
 
@@ -87,7 +91,11 @@ fn run(w: &mut World) {
 #[test]
 fn a_collapse_drains_exactly_the_cpus_that_faulted_one_ipi_each() {
     let mut w = world([2, 1, 0], false, &[]);
-    drive(&mut w, |c| c != 0, |w| (1..4).all(|t| w.tasks[t].state == TaskState::Exited));
+    drive(
+        &mut w,
+        |c| c != 0,
+        |w| (1..4).all(|t| w.tasks[t].state == TaskState::Exited),
+    );
     let batched: Vec<u8> = w.cpus.iter().map(|c| c.lru_add).collect();
     assert_eq!(batched, vec![0, 2, 1, 0]);
     drive(&mut w, |_| true, |w| w.tasks[0].state == TaskState::Exited);
@@ -162,4 +170,3 @@ fn the_callers_own_batch_needs_no_ipi() {
     assert_eq!(w.counters.irq_cal, vec![0, 1, 1, 1]);
     assert_eq!(w.cpus[0].lru_add, 0);
 }
-

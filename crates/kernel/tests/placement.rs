@@ -139,6 +139,12 @@ fn wake_up_goes_to_an_idle_sibling_in_the_llc() {
     let mut fx = Effects::default();
     hrtimer_wakeup(&mut w, 4, &mut fx);
     assert_eq!(w.tasks[p as usize].cpu, 6);
+    // CPU 6 idles (HLT/WFI, not polling): ttwu_queue puts the task on its
+    // wake list and sends it a call-function IPI; the interrupt's
+    // sched_ttwu_pending queues it and wakes the CPU.
+    assert!(w.cpus[6].rq.is_empty());
+    assert!(fx.ipis.iter().any(|&(c, _)| c == 6));
+    kernel::kernel_smp::sysvec_call_function(&mut w, 6, &mut fx);
     assert_eq!(w.cpus[6].rq.front(), Some(&p));
     assert!(fx.wakes.iter().any(|&(c, _)| c == 6));
     // With every CPU of the LLC busy, it stays on 4 (cluster 0 is idle).

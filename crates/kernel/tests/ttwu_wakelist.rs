@@ -59,7 +59,11 @@ fn a_wakeup_onto_an_idle_non_polling_cpu_sends_one_call_function_ipi() {
     assert_eq!(w.counters.ipis_sent, 1);
     assert!(w.cpus[0].ipi_pending);
     assert_eq!(
-        w.cpus[0].call_single_queue.iter().map(|c| c.func).collect::<Vec<_>>(),
+        w.cpus[0]
+            .call_single_queue
+            .iter()
+            .map(|c| c.func)
+            .collect::<Vec<_>>(),
         vec![CallFunc::SchedTtwuPending(0)]
     );
     // Not on CPU0's runqueue until the interrupt: the CPU has nothing to run.

@@ -148,7 +148,10 @@ fn print_collapse_trace(by: &[(String, u64)], mib: u64) {
         return;
     }
     let collapses = (mib / 2).max(1) as f64;
-    println!("traced collapse round ({} collapses): events per collapse", collapses);
+    println!(
+        "traced collapse round ({} collapses): events per collapse",
+        collapses
+    );
     for (k, n) in by {
         println!("  {:<72} {:>8.3}", k, *n as f64 / collapses);
     }
@@ -548,8 +551,7 @@ pub fn cross_rows(
             rows.push(row(
                 &format!("{name}: flush IPIs per fork (traced)"),
                 get("flush_ipis") / n,
-                (total(&mf, "CAL") - mf.arch.get("ttwu_ipis").copied().unwrap_or(0) as f64)
-                    / forks,
+                (total(&mf, "CAL") - mf.arch.get("ttwu_ipis").copied().unwrap_or(0) as f64) / forks,
                 true,
             ));
             rows.push(row(
