@@ -115,7 +115,7 @@ impl Rwsem {
 
     /// `down_read`: `rwsem_read_trylock`, else `rwsem_down_read_slowpath`.
     /// True: `task` holds the lock. False: it is queued and holds the lock
-    /// once off the list (granted by [`Rwsem::rwsem_mark_wake`]). `wake` gets
+    /// once off the list (granted by `Rwsem::rwsem_mark_wake`). `wake` gets
     /// each task this call wakes.
     pub fn down_read(&mut self, task: TaskId, jiffies: u64, wake: &mut impl FnMut(TaskId)) -> bool {
         // rwsem_read_trylock: RWSEM_READ_FAILED_MASK.
