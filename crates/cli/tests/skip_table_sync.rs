@@ -260,3 +260,29 @@ fn hugetlb_unshare_with_lazy_cpus() {
         assert!(v.what.contains("(lazy in mm"), "{}", v.what);
     }
 }
+
+/// arm64 before c2ff4764e03e ("arm64: tlb: Flush walk cache when
+/// unsharing PMD tables", 2026-05): `tlb_flush` chose a leaf-only
+/// `TLBI VALE1IS` unless tables were *freed*, so an unshare left the PUD
+/// entry of the shared PMD table in the unsharing CPU's walk cache, and
+/// the table's last user reused it under that CPU (I3). The property test
+/// found this schedule (3 CPUs, seed 1); with the fix the unshare's flush
+/// reaches the walk cache and nothing is reported.
+#[test]
+fn arm64_unshare_flushes_the_walk_cache() {
+    let s = scenario(
+        "hugetlb-unshare",
+        &[
+            "machine.arch=arm64",
+            "machine.cpus=3",
+            "workload.threads=1",
+            "workload.iterations=8",
+            "arm64.range_tlbi=true",
+            "machine.max_sim_time_ms=20",
+            "seed=1",
+        ],
+    );
+    let r = run(&s);
+    assert!(r.violations.is_empty(), "{:?}", r.violations.first());
+    assert!(r.arch["pmd_unshares"] > 0, "the schedule unshares");
+}

@@ -421,7 +421,8 @@ pub fn arch_tlbbatch_flush(
 }
 
 /// arch/arm64/include/asm/tlb.h: `tlb_flush`: `__flush_tlb_range` of what
-/// the gather covered with `last_level = !freed_tables` and the stride of
+/// the gather covered with `last_level = !(freed_tables || unshared_tables)`
+/// (with c2ff4764e03e) and the stride of
 /// `tlb_get_unmap_size` (2 MiB if only huge PMDs were cleared). No IPIs,
 /// so nothing to wait for. `fullmm` (`exit_mmap`): only the walk cache
 /// matters ("the ASID allocator won't reallocate our ASID without
@@ -433,8 +434,13 @@ pub fn tlb_flush(w: &mut World, task: TaskId, fx: &mut Effects) -> Flow {
         return Flow::Continue;
     }
     let (mm, start, end) = (g.mm, g.start, g.end);
+    // c2ff4764e03e ("arm64: tlb: Flush walk cache when unsharing PMD
+    // tables", 2026-05): an unshared hugetlb PMD table must leave the walk
+    // cache too; before it only `freed_tables` did, and the unshare's
+    // leaf-only `TLBI VALE1IS` left the PUD entry cached.
+    let walk_cache = g.freed_tables || g.unshared_tables;
     if g.fullmm {
-        if g.freed_tables {
+        if walk_cache {
             // flush_tlb_mm: dsb(ishst) (the clears reach the walkers),
             // TLBI ASIDE1IS, dsb(ish).
             let cpu = w.tasks[task as usize].cpu;
@@ -443,7 +449,7 @@ pub fn tlb_flush(w: &mut World, task: TaskId, fx: &mut Effects) -> Flow {
         }
         return Flow::Yield;
     }
-    let last_level = !g.freed_tables;
+    let last_level = !walk_cache;
     let stride = tlb_get_unmap_size(w, task);
     if weak(w) && stride == PAGE_SIZE {
         let cpu = w.tasks[task as usize].cpu;
