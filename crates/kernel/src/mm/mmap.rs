@@ -331,23 +331,7 @@ pub fn last_user(w: &World, t: TaskId) -> bool {
 /// hugetlbfs file's `i_mmap_rwsem` ([`crate::locking::rwsem`]); a call by
 /// a queued writer (woken) is its next try. True: `task` holds it.
 fn i_mmap_lock_write(w: &mut World, task: TaskId, fx: &mut Effects) -> bool {
-    let j = crate::locking::rwsem::jiffies(w.now);
-    let rt = w.tasks[task as usize].rt;
-    let mut woken = Vec::new();
-    let sem = &mut *w.hugetlb_i_mmap_rwsem;
-    let (queued, handoff) = (sem.queued(task), sem.handoff);
-    let held = if queued {
-        sem.write_retry(task, rt, j)
-    } else {
-        sem.down_write(task, rt, j, &mut |t| woken.push(t))
-    };
-    let handoff = !handoff && sem.handoff;
-    w.counters.rwsem_sleep_writer += (!queued && !held) as u64;
-    w.counters.rwsem_wlock_handoff += handoff as u64;
-    for t in woken {
-        fx.wake(w.tasks[t as usize].cpu);
-    }
-    held
+    crate::mm::mmap_lock::down_write(w, task, |w| &mut w.hugetlb_i_mmap_rwsem, fx)
 }
 
 /// include/linux/fs.h: `i_mmap_unlock_write` → `up_write`: the waiter at

@@ -78,20 +78,34 @@ pub fn mmap_read_unlock(w: &mut World, mm: MmId, fx: &mut Effects) {
 /// task already queued (woken: [`mmap_lock_sleeping`] false) is that
 /// writer's next try. True: `task` holds the lock.
 pub fn mmap_write_lock(w: &mut World, mm: MmId, task: TaskId, fx: &mut Effects) -> bool {
+    let held = down_write(w, task, |w| &mut w.mms[mm as usize].mmap_lock, fx);
+    fx.write(layout::mmap_lock(mm));
+    held
+}
+
+/// kernel/locking/rwsem.c: `down_write` of the rwsem `sem` picks in `w`
+/// (`mmap_lock`, `i_mmap_rwsem`), or for a queued writer that was woken,
+/// its next `rwsem_try_write_lock`; counts the lock events and wakes the
+/// CPUs of the tasks it woke. True: `task` holds it.
+pub fn down_write(
+    w: &mut World,
+    task: TaskId,
+    sem: impl Fn(&mut World) -> &mut crate::locking::rwsem::Rwsem,
+    fx: &mut Effects,
+) -> bool {
     let j = jiffies(w.now);
     let rt = w.tasks[task as usize].rt;
     let mut woken = Vec::new();
-    let sem = &mut w.mms[mm as usize].mmap_lock;
-    let (queued, handoff) = (sem.queued(task), sem.handoff);
+    let s = sem(w);
+    let (queued, handoff) = (s.queued(task), s.handoff);
     let held = if queued {
-        sem.write_retry(task, rt, j)
+        s.write_retry(task, rt, j)
     } else {
-        sem.down_write(task, rt, j, &mut |t| woken.push(t))
+        s.down_write(task, rt, j, &mut |t| woken.push(t))
     };
-    let c = &mut w.counters;
-    c.rwsem_sleep_writer += (!queued && !held) as u64;
-    c.rwsem_wlock_handoff += (!handoff && w.mms[mm as usize].mmap_lock.handoff) as u64;
-    fx.write(layout::mmap_lock(mm));
+    let handoff = !handoff && s.handoff;
+    w.counters.rwsem_sleep_writer += (!queued && !held) as u64;
+    w.counters.rwsem_wlock_handoff += handoff as u64;
     wake_tasks(w, &woken, fx);
     held
 }
