@@ -72,8 +72,12 @@ fn a_child_born_on_its_own_cpu_flushes_locally() {
 fn x86_wakeups_of_a_polling_idle_cpu_send_no_ipi() {
     let r = fork_row("fork_exit_placed", "x86", &[]);
     assert_eq!(r.arch["ttwu_wakelist"], 30);
-    assert_eq!(r.arch["wake_idle_without_ipi"], 30);
+    // The parent's 30 wake-ups, and the 30 children's `wake_up_new_task`
+    // → `resched_curr` of their idle CPUs: the same tracepoint
+    // (`sched_wake_idle_without_ipi`), no IPI of either kind.
+    assert_eq!(r.arch["wake_idle_without_ipi"], 60);
     assert_eq!(total(&r, "CAL"), 0);
+    assert_eq!(total(&r, "RES"), 0);
     let s = scenario(
         "mmapstress01",
         &[
@@ -93,6 +97,7 @@ fn x86_wakeups_of_a_polling_idle_cpu_send_no_ipi() {
     assert_eq!(h.arch["wake_idle_without_ipi"], 0);
     assert_eq!(total(&h, "CAL"), 30);
     assert_eq!(h.interrupts.cal[0], 30);
+    assert_eq!(total(&h, "RES"), 30, "one reschedule IPI per child");
 }
 
 /// On arm64 the same flushes are broadcast TLBIs, no IPI, wherever the
@@ -126,14 +131,17 @@ fn arm64_broadcasts_the_same_flushes() {
 #[test]
 fn concurrent_children_coalesce_their_requests_to_cpu0() {
     let one = fork_row("fork_exit", "riscv", &[]);
+    // Every IPI sent is a request's or a reschedule (the child's
+    // sched_setaffinity to an idle CPU: one per fork).
+    assert_eq!(total(&one, "RES"), 30);
     assert_eq!(
-        one.arch["csd_queued"] + one.arch["ttwu_wakelist"],
+        one.arch["csd_queued"] + one.arch["ttwu_wakelist"] + total(&one, "RES"),
         one.arch["ipis_sent"]
     );
     let r = fork_row("fork_exit", "riscv", &["workload.threads=3"]);
     let per_fork = CHILD_ROUNDS as u64 + 1;
     assert_eq!(r.arch["csd_queued"], 30 * per_fork);
-    assert_eq!(total(&r, "CAL"), r.arch["ipis_sent"]);
+    assert_eq!(total(&r, "CAL") + total(&r, "RES"), r.arch["ipis_sent"]);
     assert_eq!(r.interrupts.cal[0], total(&r, "CAL"), "all on CPU0");
     assert!(
         r.arch["ipis_sent"] < r.arch["csd_queued"],

@@ -158,6 +158,8 @@ impl Fork {
                     w.counters.sched_fork_remote += 1;
                 }
                 let child = w.spawn(self.child_mm, to, prog, false);
+                // activate_task; wakeup_preempt → resched_curr of `to`.
+                crate::sched::core::resched_curr(w, cpu, to, fx);
                 // copy_process: p->real_parent = current.
                 w.tasks[child as usize].us.parent = Some(task);
                 if all {

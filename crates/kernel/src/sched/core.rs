@@ -43,7 +43,38 @@ fn move_running_task(w: &mut World, cpu: CpuId, t: TaskId, to: CpuId, fx: &mut E
     task.state = TaskState::Runnable;
     task.cpu = to;
     w.cpus[to as usize].rq.push_back(t);
+    // move_queued_task → wakeup_preempt on the destination's runqueue.
+    resched_curr(w, cpu, to, fx);
     fx.wake(to);
+}
+
+/// kernel/sched/core.c: `resched_curr(cpu_rq(cpu))` from `this_cpu`, after
+/// `wakeup_preempt` found a fair task joining `cpu`'s runqueue: only for an
+/// idle `cpu` (the idle class's curr is always preempted; a fair curr's
+/// EEVDF test, `check_preempt_wakeup_fair`, is not modelled, so a busy
+/// CPU is never asked). Nothing if `need_resched` is set already or `cpu`
+/// is this one; else `set_nr_and_not_polling`: a polling idle loop (the
+/// profile's `[idle] polls`) sees the flag with no interrupt
+/// (`trace_sched_wake_idle_without_ipi`), otherwise `smp_send_reschedule`
+/// sends a reschedule IPI, counted in the target's RES row. The target's
+/// `scheduler_ipi` is not priced: it is the interrupt that ends its idle
+/// wait, which the wake-up pays for already.
+pub fn resched_curr(w: &mut World, this_cpu: CpuId, cpu: CpuId, fx: &mut Effects) {
+    let c = &mut w.cpus[cpu as usize];
+    if c.curr.is_some() || c.need_resched {
+        return;
+    }
+    c.need_resched = true;
+    if cpu == this_cpu {
+        return;
+    }
+    if w.cfg.idle_polls {
+        w.counters.wake_idle_without_ipi += 1;
+        return;
+    }
+    fx.cost(Cost::IpiSend, 1);
+    w.counters.irq_res[cpu as usize] += 1;
+    w.counters.ipis_sent += 1;
 }
 
 /// kernel/sched/core.c: `sched_setaffinity` → `__set_cpus_allowed_ptr`
