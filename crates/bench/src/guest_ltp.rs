@@ -202,9 +202,20 @@ fn fork_and_wait(
 /// Counts from a trace of the run (`csd:csd_queue_cpu`,
 /// `sched:sched_migrate_task`, `sched:sched_wakeup_new`), into the report's
 /// `arch` map: `flush_ipis` (requests running `__ipi_flush_tlb_range_asid`,
-/// RISC-V's flush of a user ASID; `flush_ipis_cpuN` by target), `csd_<func>` for the
-/// others, `parent_migrations`, `child_migrations`, `children_born_on_forking_cpu`.
+/// RISC-V's flush of a user ASID, queued by the workload's own tasks: the
+/// parent `parent_pid` and its children, the pids after it;
+/// `flush_ipis_cpuN` by target), `flush_ipis_other` and
+/// `flush_ipis_other_<comm>-<pid>` for those queued by any other task (the
+/// agent, PID 1, whose threads have run on every CPU; kernel threads),
+/// `csd_<func>` for the others, `parent_migrations`, `child_migrations`,
+/// `children_born_on_forking_cpu`.
 pub fn count_trace(text: &str, parent_pid: u64, into: &mut BTreeMap<String, u64>) {
+    // The task a trace line ran in: `comm-pid` before the `[cpu]` field.
+    let task = |l: &str| -> Option<(String, u64)> {
+        let head = l[..l.find('[')?].trim();
+        let (comm, pid) = head.rsplit_once('-')?;
+        Some((comm.to_string(), pid.parse().ok()?))
+    };
     let field = |l: &str, k: &str| -> Option<String> {
         l.split_whitespace()
             .find_map(|x| x.strip_prefix(k))
@@ -219,7 +230,12 @@ pub fn count_trace(text: &str, parent_pid: u64, into: &mut BTreeMap<String, u64>
         let mut bump = |k: String| *into.entry(k).or_insert(0) += 1;
         if l.contains("csd_queue_cpu:") {
             let func = field(l, "func=").unwrap_or_default();
-            if func.contains("flush_tlb_range") {
+            let workload = task(l).is_some_and(|(_, pid)| parent_pid > 0 && pid >= parent_pid);
+            if func.contains("flush_tlb_range") && !workload {
+                bump("flush_ipis_other".into());
+                let (comm, pid) = task(l).unwrap_or_default();
+                bump(format!("flush_ipis_other_{comm}-{pid}"));
+            } else if func.contains("flush_tlb_range") {
                 bump("flush_ipis".into());
                 bump(format!(
                     "flush_ipis_cpu{}",
@@ -289,6 +305,8 @@ mod tests {
  tlblab-460 [002] ..... 85.22: csd_queue_cpu: cpu=3 callsite=on_each_cpu_cond_mask+0x20/0x28 func=__ipi_flush_tlb_range_asid csd=0000
  tlblab-460 [002] ..... 85.23: csd_queue_cpu: cpu=0 callsite=on_each_cpu_cond_mask+0x20/0x28 func=__ipi_flush_tlb_range_asid csd=0000
  tlblab-636 [000] dn... 34.57: csd_queue_cpu: cpu=1 callsite=ttwu_queue_wakelist+0x120/0x134 func=sched_ttwu_pending csd=0000
+ tlblab-1 [000] ..... 85.24: csd_queue_cpu: cpu=5 callsite=on_each_cpu_cond_mask+0x20/0x28 func=__ipi_flush_tlb_range_asid csd=0000
+ kcompactd0-30 [001] ..... 85.25: csd_queue_cpu: cpu=2 callsite=on_each_cpu_cond_mask+0x20/0x28 func=__ipi_flush_tlb_range_asid csd=0000
  <idle>-0 [001] d.s.. 33.15: sched_migrate_task: comm=tlblab pid=460 prio=120 orig_cpu=0 dest_cpu=1
  <idle>-0 [001] d.s.. 33.14: sched_migrate_task: comm=tlblab pid=497 prio=120 orig_cpu=0 dest_cpu=1
  <idle>-0 [001] d.s.. 33.14: sched_migrate_task: comm=rcu_sched pid=17 prio=120 orig_cpu=0 dest_cpu=1
@@ -300,6 +318,11 @@ mod tests {
         let get = |k: &str| m.get(k).copied().unwrap_or(0);
         assert_eq!(get("flush_ipis"), 2);
         assert_eq!((get("flush_ipis_cpu3"), get("flush_ipis_cpu0")), (1, 1));
+        // The agent's (PID 1) and a kernel thread's flushes are not the workload's.
+        assert_eq!(get("flush_ipis_other"), 2);
+        assert_eq!(get("flush_ipis_other_tlblab-1"), 1);
+        assert_eq!(get("flush_ipis_other_kcompactd0-30"), 1);
+        assert_eq!(get("flush_ipis_cpu5"), 0);
         assert_eq!(get("csd_sched_ttwu_pending"), 1);
         assert_eq!((get("parent_migrations"), get("child_migrations")), (1, 1));
         assert_eq!(get("children_born"), 2);
