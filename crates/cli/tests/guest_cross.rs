@@ -49,6 +49,11 @@ fn check(arch: &str, madvise_ipis: f64) -> String {
         (g - m).abs() <= 0.3,
         "{arch} guest CAL per collapse {g}, model {m}"
     );
+    // The same collapses' own requests, by function from the traced round
+    // (csd:csd_queue_cpu): exactly the sync's, one to each other CPU; the
+    // CAL row above may carry the tick's nohz kicks as well.
+    let (g, m) = row(&text, "MADV_COLLAPSE: sync requests per collapse (traced)");
+    assert_eq!((g, m), (3.0, 3.0), "{arch} sync requests per collapse");
     let (g, m) = row(&text, "collapses (thp_collapse_alloc)");
     assert_eq!(g, m, "every 2 MiB extent collapsed once, and nothing else");
     // The child, born on CPU0, pins itself to an idle CPU:

@@ -490,17 +490,38 @@ pub fn cross_rows(
             total(&mc, "CAL") / collapses,
             true,
         ),
-        row(
-            "collapses (thp_collapse_alloc)",
-            g.collapse
-                .arch
-                .get("thp_collapse_alloc")
-                .copied()
-                .unwrap_or(0) as f64,
-            mc.arch["collapses"] as f64 * plan.collapse_rounds as f64,
-            true,
-        ),
     ];
+    // The traced collapse round (6.4+ kernels: `csd:csd_queue_cpu` names
+    // the function of each request): the collapse's own requests, the
+    // sync's, without the tick's work that lands in the same CAL row
+    // (`nohz_csd_func`, RCU's wake-ups: docs/guests.md). The model's: every
+    // request its collapses queued (`csd_queued`: one to each other CPU
+    // per `tlb_remove_table_sync_one`; the collapsing task's mm is loaded
+    // nowhere else, so its flushes queue none).
+    let sync: u64 = g
+        .collapse_trace
+        .iter()
+        .filter(|(k, _)| k.starts_with("csd_queue_cpu func=tlb_remove_table_smp_sync "))
+        .map(|(_, n)| n)
+        .sum();
+    if sync > 0 {
+        rows.push(row(
+            "MADV_COLLAPSE: sync requests per collapse (traced)",
+            sync as f64 / (plan.collapse_mib / 2).max(1) as f64,
+            mc.arch["csd_queued"] as f64 / collapses,
+            true,
+        ));
+    }
+    rows.extend([row(
+        "collapses (thp_collapse_alloc)",
+        g.collapse
+            .arch
+            .get("thp_collapse_alloc")
+            .copied()
+            .unwrap_or(0) as f64,
+        mc.arch["collapses"] as f64 * plan.collapse_rounds as f64,
+        true,
+    )]);
     for (report, label) in [
         (&g.fork_one, "one"),
         (&g.fork_placed, "placed"),
