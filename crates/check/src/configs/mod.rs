@@ -205,6 +205,26 @@ pub const CATALOGUE: &[Config] = &[
         world: hugetlb_unshare,
     },
     Config {
+        name: "arm64_hugetlb_unshare",
+        about: "arm64 with FEAT_TLBIRANGE: hugetlb PMD unshare while walk caches hold the PUD entry of the shared table (Arm's model; tlb_flush flushes the walk cache, c2ff4764e03e)",
+        sets: &["machine.arch=arm64", "arm64.range_tlbi=true"],
+        expect_safe: true,
+        sym: &[],
+        world: hugetlb_unshare,
+    },
+    Config {
+        name: "exposed_arm64_hugetlb_unshare_pre_fix",
+        about: "arm64 before c2ff4764e03e, with FEAT_TLBIRANGE: the unshare's range TLBI is last-level only and the unsharing CPU's walk cache keeps the PUD entry of the table B reuses (I3); without range TLBIs the 1 GiB unshare range falls back to flush_tlb_mm, which hides it",
+        sets: &[
+            "machine.arch=arm64",
+            "arm64.range_tlbi=true",
+            "arm64.unshare_flush_walk_cache=false",
+        ],
+        expect_safe: false,
+        sym: &[],
+        world: hugetlb_unshare,
+    },
+    Config {
         name: "x86_madvise_race_3cpu",
         about: "madvise race with two reader threads (3 CPUs)",
         sets: &["machine.cpus=3"],

@@ -45,6 +45,13 @@ pub struct Arm64Cfg {
     /// unmap, one `DSB ISH` at `arch_tlbbatch_flush`. `false` = arm64 before
     /// it: `ptep_clear_flush` (TLBI + DSB ISH) per unmapped page.
     pub batched_unmap: bool,
+    /// c2ff4764e03e ("arm64: tlb: Flush walk cache when unsharing PMD
+    /// tables", 2026-05): `tlb_flush` invalidates the walk cache too when
+    /// the gather unshared a hugetlb PMD table (`last_level = !(freed_tables
+    /// || unshared_tables)`). `false` = arm64 before it: the unshare's
+    /// `TLBI VALE1IS` is last-level only and a walk cache keeps the PUD
+    /// entry that points at the table the other mm still uses (unsafe).
+    pub unshare_flush_walk_cache: bool,
 }
 
 impl Default for Arm64Cfg {
@@ -55,6 +62,7 @@ impl Default for Arm64Cfg {
             range_tlbi: false,
             asid_bits: 16,
             batched_unmap: true,
+            unshare_flush_walk_cache: true,
         }
     }
 }
@@ -79,6 +87,11 @@ impl Arm64Cfg {
             "true | false",
             "reclaim's batched unmap flush (v6.5): one DSB per batch; false: TLBI + DSB per page",
         ),
+        (
+            "arm64.unshare_flush_walk_cache",
+            "true | false",
+            "c2ff4764e03e: a hugetlb PMD unshare flushes the walk cache; false = before it (UNSAFE)",
+        ),
     ];
 
     /// Check what the types cannot: ranges, and combinations with the
@@ -88,6 +101,12 @@ impl Arm64Cfg {
         if !self.batched_unmap && m.arch != Arch::Arm64 {
             return Err(Error::Config(format!(
                 "arm64.batched_unmap = false needs machine.arch = \"arm64\", not \"{}\"",
+                m.arch.name()
+            )));
+        }
+        if !self.unshare_flush_walk_cache && m.arch != Arch::Arm64 {
+            return Err(Error::Config(format!(
+                "arm64.unshare_flush_walk_cache = false needs machine.arch = \"arm64\", not \"{}\"",
                 m.arch.name()
             )));
         }

@@ -437,8 +437,9 @@ pub fn tlb_flush(w: &mut World, task: TaskId, fx: &mut Effects) -> Flow {
     // c2ff4764e03e ("arm64: tlb: Flush walk cache when unsharing PMD
     // tables", 2026-05): an unshared hugetlb PMD table must leave the walk
     // cache too; before it only `freed_tables` did, and the unshare's
-    // leaf-only `TLBI VALE1IS` left the PUD entry cached.
-    let walk_cache = g.freed_tables || g.unshared_tables;
+    // leaf-only `TLBI VALE1IS` left the PUD entry cached
+    // (`arm64.unshare_flush_walk_cache = false`).
+    let walk_cache = g.freed_tables || (g.unshared_tables && w.cfg.arm64.unshare_flush_walk_cache);
     if g.fullmm {
         if walk_cache {
             // flush_tlb_mm: dsb(ishst) (the clears reach the walkers),
