@@ -954,6 +954,30 @@ mod tests {
         assert_ne!(t, s, "the sets changed it");
     }
 
+    /// The pre-c2ff4764e03e arm64 unshare flush is an arm64 switch: on
+    /// arm64 it validates (and round-trips), elsewhere it is refused in one
+    /// line naming the architecture it needs.
+    #[test]
+    fn arm64_unshare_flush_walk_cache_is_arm64_only() {
+        let mut s = Scenario::default();
+        assert!(s.arm64.unshare_flush_walk_cache, "the fix is the default");
+        s.set("arm64.unshare_flush_walk_cache=false").unwrap();
+        let e = s.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("needs machine.arch = \"arm64\", not \"x86\"") && !e.contains('\n'),
+            "{e}"
+        );
+        s.set("machine.arch=arm64").unwrap();
+        s.validate().unwrap();
+        let text = toml::to_string(&s).expect("serialises");
+        assert!(
+            !Scenario::from_toml(&text, "t")
+                .unwrap()
+                .arm64
+                .unshare_flush_walk_cache
+        );
+    }
+
     /// SplitMix64's published reference outputs (Vigna's splitmix64.c:
     /// seed 0 gives 0xe220a8397b1dcdaf first), and seed 1's.
     #[test]
