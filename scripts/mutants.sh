@@ -1,10 +1,18 @@
 #!/bin/sh
 # Mutation testing of the modelled flush paths (docs/mutants.md).
-# Usage: scripts/mutants.sh [--oracle] [extra cargo-mutants args, e.g. --shard 1/4 | --list]
+# Usage: scripts/mutants.sh [--oracle | --file PATH] [extra cargo-mutants args, e.g. --shard 1/4 | --list | -o DIR]
 #   (default)  the flush paths of issue 21, tested by kernel + sim
 #   --oracle   the invariant monitor, crates/kernel/src/hw/mmu.rs in full,
 #              tested by kernel + sim + check (the checker's catalogue runs
 #              every check and its expected violations); issue 34 item 4
+#   --file PATH  one source file in full (no --re), tested by kernel + sim,
+#              built at opt-level 1 without debug info (CARGO_PROFILE_TEST_*,
+#              ~2x faster a mutant); issue 34 item 4, e.g. the runs of
+#              docs/mutants.md on arch/asid.rs and locking/rwsem.rs:
+#                scripts/mutants.sh --file crates/kernel/src/arch/asid.rs -o /tmp/mut-asid
+#              and its pass 2 (re-tests only what was not caught; with
+#              --iterate the baseline runs, to check the new tests pass):
+#                scripts/mutants.sh --file crates/kernel/src/arch/asid.rs -o /tmp/mut-asid --iterate
 # Run it in a checkout of its own (it mutates the tree in place):
 #   git worktree add /tmp/mutants-run HEAD && cp -a target /tmp/mutants-run/
 #   cd /tmp/mutants-run && scripts/mutants.sh --shard 1/4
@@ -22,6 +30,23 @@ if [ "${1:-}" = "--oracle" ]; then
         -f crates/kernel/src/hw/mmu.rs \
         --test-package kernel --test-package sim --test-package check \
         --timeout 240 --build-timeout 900 "$@"
+fi
+if [ "${1:-}" = "--file" ]; then
+    [ $# -ge 2 ] || { echo "usage: $0 --file PATH [cargo-mutants args]" >&2; exit 2; }
+    file=$2
+    shift 2
+    baseline=--baseline=skip
+    for a in "$@"; do
+        [ "$a" = --iterate ] && baseline=
+    done
+    # $baseline unquoted: empty with --iterate (cargo-mutants refuses a
+    # second --baseline, and pass 2 should run it).
+    # shellcheck disable=SC2086
+    exec env CARGO_INCREMENTAL=0 CARGO_PROFILE_TEST_DEBUG=0 CARGO_PROFILE_TEST_OPT_LEVEL=1 \
+        nice -n 15 cargo mutants --workspace --in-place $baseline \
+        -f "$file" \
+        --test-package kernel --test-package sim \
+        --timeout 120 --build-timeout 900 "$@"
 fi
 RE='FlushTlbMmRange::step|flush_tlb_func|native_flush_tlb_multi|switch_mm_irqs_off'
 RE="$RE|tlb_finish_mmu|tlb_remove_table_sync_one"
