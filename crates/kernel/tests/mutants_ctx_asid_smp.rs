@@ -4,8 +4,9 @@
 //! `riscv.cpumask_clear_threshold`'s trim) and `kernel_smp.rs`
 //! (`smp_call_function_many_cond`, the IPI send and the call-function
 //! interrupt). See docs/mutants.md. `arch/asid.rs`, the third file of the
-//! set, has not been mutated yet; `riscv_rollover_flushes_each_hart_once`
-//! drives its rollover through RISC-V's `set_mm_asid`.
+//! set, was mutated later: its survivors are killed in
+//! `mutants_asid_rwsem.rs`; `riscv_rollover_flushes_each_hart_once` drives
+//! its rollover through RISC-V's `set_mm_asid`.
 
 use kernel::arch::riscv::context::{
     mm_cpumask_store, mm_cpumask_test_own, read_mm_cpumask, switch_mm as riscv_switch_mm,
