@@ -19,12 +19,19 @@
 //!   `active_asids` is not 0 and the mm's context id is of this
 //!   generation (the `cmpxchg` of `active_asids` then succeeds); else the
 //!   slow path under `cpu_asid_lock`, which takes the pending flush.
+//!
+//! The second half does the same for `locking/rwsem.rs`
+//! (kernel/locking/rwsem.c, the rw-semaphore of `mmap_lock` and
+//! `i_mmap_rwsem`): who gets the lock, who is woken and in which order,
+//! when the hand-off bit is set, each derived from `rwsem_down_read_slowpath`,
+//! `rwsem_down_write_slowpath`, `rwsem_try_write_lock` and `rwsem_mark_wake`.
 
 use kernel::arch::asid::{
     asid_for_switch, fast_path_cmpxchg, fast_path_reads, flush_context, slow_path, AsidAllocator,
 };
 use kernel::hw::memory_model::{Loc, MemoryModel};
-use kernel::{Effects, Label, MmId, World};
+use kernel::locking::rwsem::{jiffies, Rwsem, MAX_READERS_WAKEUP, RWSEM_WAIT_TIMEOUT};
+use kernel::{Effects, Label, MmId, TaskId, World};
 use machine::scenario::Arch;
 use machine::Scenario;
 
@@ -370,4 +377,221 @@ fn slow_path_reads_the_previous_lock_holders_stores() {
     assert_eq!(slow_path(&mut w, 1, m[1], &mut fx), (2, false));
     assert!(!w.weak.stale_for(1));
     assert_eq!(vals(&w), [a]);
+}
+
+// ---------------------------------------------------------------------------
+// kernel/locking/rwsem.c (`locking/rwsem.rs`): the rw-semaphore behind
+// mmap_lock and i_mmap_rwsem, as plain data. Tasks are numbers; `wake`
+// collects what each call wakes (`wake_q_add`).
+// ---------------------------------------------------------------------------
+
+/// Runs `f` with a wake callback; returns its result and the tasks woken.
+fn woke<R>(f: impl FnOnce(&mut dyn FnMut(TaskId)) -> R) -> (R, Vec<TaskId>) {
+    let mut v = Vec::new();
+    let r = f(&mut |t| v.push(t));
+    (r, v)
+}
+
+fn queue(s: &Rwsem) -> Vec<(TaskId, bool)> {
+    s.waiters.iter().map(|w| (w.task, w.write)).collect()
+}
+
+/// `jiffies` at HZ=1000 is the time in ms; `RWSEM_WAIT_TIMEOUT` is
+/// `DIV_ROUND_UP(HZ, 250)` = 4 jiffies.
+#[test]
+fn rwsem_jiffies_and_the_wait_timeout() {
+    assert_eq!(jiffies(0), 0);
+    assert_eq!(jiffies(999_999), 0);
+    assert_eq!(jiffies(1_000_000), 1);
+    assert_eq!(jiffies(5_500_000_000), 5500);
+    assert_eq!(RWSEM_WAIT_TIMEOUT, 4);
+    assert_eq!(MAX_READERS_WAKEUP, 256);
+}
+
+/// `count & RWSEM_LOCK_MASK`, the wait list and who sleeps on it.
+#[test]
+fn rwsem_locked_queued_and_sleeping() {
+    let mut s = Rwsem::default();
+    assert!(!s.locked());
+    s.readers = 1;
+    assert!(s.locked(), "one reader");
+    s.readers = 0;
+    s.writer = Some(7);
+    assert!(s.locked(), "a writer");
+    // Readers 1, 2 hold it; writer 3 queues, then writer 4.
+    let mut s = Rwsem::default();
+    assert!(s.down_read(1, 0, &mut |_| {}));
+    assert!(s.down_read(2, 0, &mut |_| {}));
+    assert_eq!(s.readers, 2);
+    assert!(!s.down_write(3, false, 0, &mut |_| {}));
+    assert!(!s.down_write(4, false, 0, &mut |_| {}));
+    assert!(s.queued(3) && s.queued(4) && !s.queued(1) && !s.queued(5));
+    assert!(s.sleeping(3) && s.sleeping(4) && !s.sleeping(1));
+    // Not the last reader: no wake-up (rwsem_wake only when the count
+    // has no lock bits left).
+    let ((), w) = woke(|mut f| s.up_read(0, &mut f));
+    assert!(w.is_empty(), "{w:?}");
+    assert!(s.sleeping(3));
+    // The last reader wakes the writer at the head (RWSEM_WAKE_ANY), not
+    // the one behind it; a woken writer is queued but not sleeping.
+    let ((), w) = woke(|mut f| s.up_read(0, &mut f));
+    assert_eq!(w, [3]);
+    assert!(s.queued(3) && !s.sleeping(3));
+    assert!(s.sleeping(4));
+}
+
+/// A reader queues behind a waiting writer even while only readers hold
+/// the lock (`rwsem_read_trylock` fails on RWSEM_FLAG_WAITERS, and the
+/// slow path does not steal a lock "very likely owned by readers"), and
+/// its queueing wakes nobody (`rwsem_cond_wake_waiter` with readers
+/// holding: RWSEM_WAKE_READERS, the head is a writer). Each waiter's
+/// timeout is `jiffies + RWSEM_WAIT_TIMEOUT` at queueing.
+#[test]
+fn rwsem_reader_queues_behind_a_waiting_writer() {
+    let mut s = Rwsem::default();
+    assert!(s.down_read(1, 10, &mut |_| {}));
+    assert!(!s.down_write(2, false, 10, &mut |_| {}));
+    let (got, w) = woke(|mut f| s.down_read(3, 12, &mut f));
+    assert!(!got, "queued behind writer 2");
+    assert!(w.is_empty(), "{w:?}");
+    assert_eq!(s.readers, 1);
+    assert_eq!(queue(&s), [(2, true), (3, false)]);
+    assert!(s.sleeping(2), "writer 2 not woken by reader 3's queueing");
+    assert_eq!(s.waiters[0].timeout, 14);
+    assert_eq!(s.waiters[1].timeout, 16);
+    // A writer queueing behind them wakes nobody either.
+    let (got, w) = woke(|mut f| s.down_write(4, false, 13, &mut f));
+    assert!(!got);
+    assert!(w.is_empty(), "{w:?}");
+    assert!(s.sleeping(2));
+    // The last reader leaves: writer 2 woken and takes it at its retry;
+    // reader 3 and writer 4 stay queued, asleep.
+    let ((), w) = woke(|mut f| s.up_read(13, &mut f));
+    assert_eq!(w, [2]);
+    assert!(s.write_retry(2, false, 13));
+    assert_eq!(s.writer, Some(2));
+    assert_eq!(queue(&s), [(3, false), (4, true)]);
+    // up_write: reader 3 is granted (a reader at the head: every queued
+    // reader, writers skipped), writer 4 stays.
+    let ((), w) = woke(|mut f| s.up_write(14, &mut f));
+    assert_eq!(w, [3]);
+    assert_eq!((s.writer, s.readers), (None, 1));
+    assert_eq!(queue(&s), [(4, true)]);
+}
+
+/// A writer that runs its retry and fails goes back to sleep; the woken
+/// writer at the head can be robbed by another writer until it sets the
+/// hand-off ("other writers are able to steal it"), and a writer that
+/// queues behind it while the lock is free wakes it again
+/// (`rwsem_cond_wake_waiter`, RWSEM_WAKE_ANY).
+#[test]
+fn rwsem_writer_steals_from_a_woken_writer_and_wakes_it() {
+    let mut s = Rwsem::default();
+    assert!(s.down_read(1, 0, &mut |_| {}));
+    assert!(!s.down_write(2, false, 0, &mut |_| {}));
+    let ((), w) = woke(|mut f| s.up_read(0, &mut f));
+    assert_eq!(w, [2]);
+    // Writer 3 arrives before 2 runs: it queues (the list is not empty),
+    // wakes the head, then rwsem_try_write_lock takes the free lock.
+    let (got, w) = woke(|mut f| s.down_write(3, false, 1, &mut f));
+    assert!(got, "writer 3 steals the free lock");
+    assert_eq!(w, [2], "and wakes the head again");
+    assert_eq!(s.writer, Some(3));
+    assert_eq!(queue(&s), [(2, true)], "3 left the list, 2 stays");
+    // Writer 2 runs: the lock is held, its timeout (4) not passed: back
+    // to sleep, no hand-off.
+    assert!(!s.write_retry(2, false, 4));
+    assert!(s.sleeping(2));
+    assert!(!s.handoff, "time_after(4, 4) is false");
+    // At jiffies 5 (past the timeout) it sets the hand-off.
+    assert!(!s.write_retry(2, false, 5));
+    assert!(s.handoff);
+    // Now writer 4 may not take the lock even when it is free, a reader
+    // does not steal it, and writer 2 gets it.
+    let ((), w) = woke(|mut f| s.up_write(5, &mut f));
+    assert_eq!(w, [2]);
+    assert!(!s.down_write(4, false, 5, &mut |_| {}));
+    let (got, w) = woke(|mut f| s.down_read(5, 5, &mut f));
+    assert!(!got, "no reader steals under the hand-off");
+    assert_eq!(w, [2], "reader 5's queueing wakes the head writer");
+    assert!(!s.locked());
+    assert!(s.write_retry(2, false, 6));
+    assert_eq!(s.writer, Some(2));
+    assert!(!s.handoff, "cleared by the writer that takes the lock");
+    assert_eq!(queue(&s), [(4, true), (5, false)]);
+}
+
+/// The hand-off bit belongs to the first waiter: a later writer that is
+/// woken and retries while it is set yields; the first one takes the
+/// lock. An RT writer (`rt_or_dl_task`) sets it at once, timeout or not.
+#[test]
+fn rwsem_hand_off_only_for_the_first_waiter_and_at_once_for_rt() {
+    let mut s = Rwsem::default();
+    assert!(s.down_write(1, false, 0, &mut |_| {}));
+    assert!(!s.down_write(2, true, 0, &mut |_| {}));
+    assert!(s.handoff, "RT writer 2 sets the hand-off at its first try");
+    assert!(!s.down_write(3, false, 0, &mut |_| {}));
+    // up_write wakes the head, 2. Before it runs, writer 4 arrives and
+    // finds the lock free: it wakes the head again and yields to it (the
+    // hand-off is 2's); so does writer 3 at a (spurious) retry.
+    let ((), w) = woke(|mut f| s.up_write(0, &mut f));
+    assert_eq!(w, [2]);
+    let (got, w) = woke(|mut f| s.down_write(4, false, 0, &mut f));
+    assert!(!got);
+    assert_eq!(w, [2]);
+    assert!(!s.write_retry(3, false, 0));
+    assert_eq!(s.writer, None);
+    assert!(s.write_retry(2, true, 0));
+    assert_eq!(s.writer, Some(2));
+    assert!(!s.handoff);
+    assert_eq!(queue(&s), [(3, true), (4, true)]);
+    // Without the hand-off a non-RT writer waits RWSEM_WAIT_TIMEOUT
+    // before setting it: not at its first try.
+    let mut s = Rwsem::default();
+    assert!(s.down_write(1, false, 0, &mut |_| {}));
+    assert!(!s.down_write(2, false, 0, &mut |_| {}));
+    assert!(!s.handoff);
+}
+
+/// `downgrade_write`: the writer becomes a reader and the readers queued
+/// are granted with it (RWSEM_WAKE_READ_OWNED), writers skipped.
+#[test]
+fn rwsem_downgrade_grants_the_queued_readers() {
+    let mut s = Rwsem::default();
+    assert!(s.down_write(1, false, 0, &mut |_| {}));
+    assert!(!s.down_read(2, 0, &mut |_| {}));
+    assert!(!s.down_write(3, false, 0, &mut |_| {}));
+    assert!(!s.down_read(4, 0, &mut |_| {}));
+    let ((), w) = woke(|mut f| s.downgrade_write(1, &mut f));
+    assert_eq!(w, [2, 4]);
+    assert_eq!((s.writer, s.readers), (None, 3), "1, 2 and 4 read");
+    assert_eq!(queue(&s), [(3, true)]);
+    assert!(s.sleeping(3), "the writer stays asleep");
+    // Downgrading with nobody queued: one reader.
+    let mut s = Rwsem::default();
+    assert!(s.down_write(1, false, 0, &mut |_| {}));
+    let ((), w) = woke(|mut f| s.downgrade_write(0, &mut f));
+    assert!(w.is_empty(), "{w:?}");
+    assert_eq!((s.writer, s.readers), (None, 1));
+}
+
+/// `MAX_READERS_WAKEUP`: one `rwsem_mark_wake` grants at most 256
+/// readers; the next reader stays at the head, and a reader that queues
+/// behind it while readers hold the lock (RWSEM_WAKE_READERS) grants both.
+#[test]
+fn rwsem_mark_wake_grants_at_most_max_readers_wakeup() {
+    let mut s = Rwsem::default();
+    assert!(s.down_write(0, false, 0, &mut |_| {}));
+    for t in 1..=257 {
+        assert!(!s.down_read(t, 0, &mut |_| {}));
+    }
+    let ((), w) = woke(|mut f| s.up_write(0, &mut f));
+    assert_eq!(w, (1..=256).collect::<Vec<_>>());
+    assert_eq!(s.readers, 256);
+    assert_eq!(queue(&s), [(257, false)]);
+    let (got, w) = woke(|mut f| s.down_read(258, 0, &mut f));
+    assert!(got, "granted with 257");
+    assert_eq!(w, [257, 258]);
+    assert_eq!(s.readers, 258);
+    assert!(s.waiters.is_empty());
 }
