@@ -29,7 +29,7 @@
 //! never filled by a modelled path.
 
 use crate::effects::Effects;
-use crate::kernel_smp::{CallFunc, Csd};
+use crate::kernel_smp::CallFunc;
 use crate::world::{TaskState, World};
 use crate::TaskId;
 use machine::{Cost, CpuId};
@@ -101,12 +101,8 @@ pub fn lru_add_drain_all(w: &mut World, this_cpu: CpuId, fx: &mut Effects) -> Ve
 /// when `ttwu_queue_cond` says so, else activated on its runqueue.
 fn wake_up_worker(w: &mut World, cpu: CpuId, this_cpu: CpuId, fx: &mut Effects) {
     if crate::sched::core::ttwu_queue_cond(w, cpu, this_cpu) {
-        w.counters.ttwu_wakelist += 1;
-        let csd = Csd {
-            initiator: this_cpu,
-            func: CallFunc::KworkerTtwuPending,
-        };
-        crate::kernel_smp::__smp_call_single_queue(w, this_cpu, cpu, csd, fx);
+        let func = CallFunc::KworkerTtwuPending;
+        crate::sched::core::__ttwu_queue_wakelist(w, this_cpu, cpu, func, fx);
     } else {
         w.cpus[cpu as usize].kworker_runnable = true;
         fx.wake(cpu);

@@ -124,16 +124,9 @@ pub fn hrtimer_wakeup(w: &mut World, cpu: CpuId, fx: &mut Effects) {
         ttwu_queue(w, t, to, cpu, fx);
         return;
     }
-    let task = &mut w.tasks[t as usize];
-    task.state = TaskState::Runnable;
-    let rt = task.rt;
-    let c = &mut w.cpus[cpu as usize];
-    if rt {
-        c.rq.push_front(t);
-        c.need_resched = true;
-    } else {
-        c.rq.push_back(t);
-    }
+    w.tasks[t as usize].state = TaskState::Runnable;
+    let rt = w.tasks[t as usize].rt;
+    ttwu_do_activate(w, cpu, t);
     fx.label(crate::Label::Wakeup { task: t, rt });
     if w.cpus[cpu as usize].curr.is_none() {
         w.cpus[cpu as usize].need_resched = false;
@@ -172,18 +165,31 @@ pub fn ttwu_queue(w: &mut World, p: TaskId, cpu: CpuId, this_cpu: CpuId, fx: &mu
     task.state = TaskState::Runnable;
     task.cpu = cpu;
     if cpu != this_cpu && ttwu_queue_cond(w, cpu, this_cpu) {
-        // __ttwu_queue_wakelist: WRITE_ONCE(rq->ttwu_pending, 1);
-        // __smp_call_single_queue(cpu, &p->wake_entry.llist).
-        w.counters.ttwu_wakelist += 1;
-        let csd = crate::kernel_smp::Csd {
-            initiator: this_cpu,
-            func: crate::kernel_smp::CallFunc::SchedTtwuPending(p),
-        };
-        crate::kernel_smp::__smp_call_single_queue(w, this_cpu, cpu, csd, fx);
+        let func = crate::kernel_smp::CallFunc::SchedTtwuPending(p);
+        __ttwu_queue_wakelist(w, this_cpu, cpu, func, fx);
         return;
     }
     ttwu_do_activate(w, cpu, p);
     fx.wake(cpu);
+}
+
+/// kernel/sched/core.c: `__ttwu_queue_wakelist`: `WRITE_ONCE(rq->ttwu_pending,
+/// 1)`; `__smp_call_single_queue(cpu, &p->wake_entry.llist)`: the wake-up
+/// (`func`: a task's `sched_ttwu_pending`, or a per-CPU kworker's) joins
+/// `cpu`'s `call_single_queue`, with an IPI if the queue was empty.
+pub fn __ttwu_queue_wakelist(
+    w: &mut World,
+    this_cpu: CpuId,
+    cpu: CpuId,
+    func: crate::kernel_smp::CallFunc,
+    fx: &mut Effects,
+) {
+    w.counters.ttwu_wakelist += 1;
+    let csd = crate::kernel_smp::Csd {
+        initiator: this_cpu,
+        func,
+    };
+    crate::kernel_smp::__smp_call_single_queue(w, this_cpu, cpu, csd, fx);
 }
 
 /// kernel/sched/core.c: `ttwu_queue_cond(p, cpu)` for a `cpu` other than
