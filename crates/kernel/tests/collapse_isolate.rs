@@ -335,3 +335,48 @@ fn the_sync_waits_with_preemption_off() {
         "preempt_enable() after the call"
     );
 }
+
+/// Seed (b) step 2 (`mm.targeted_table_sync`), where the PMD stores go
+/// through the store buffer: the restore (`pmd_populate` under the PMD
+/// lock) reaches memory before `mmap_write_unlock` frees the lock, both
+/// releases (on x86 locked instructions). The schedule of the first test
+/// under x86-TSO, CPU0's buffer never drained by a `Drain` step, and
+/// CPU0's task then reads the range back: its walk (which does not look
+/// in the store buffer) finds the old table with every page present, no
+/// fault. The old model left the restore buffered past the unlock: the
+/// walk found the PMD empty, the fault installed a second PTE table
+/// (zeroed page included), and the late restore then overwrote it.
+#[test]
+fn the_restored_pmd_is_in_memory_before_the_unlock() {
+    let (mut w, mm) = world(&["mm.targeted_table_sync=true"]);
+    w.cfg.memory_model = kernel::hw::memory_model::MemoryModel::Tso;
+    w.tasks[0].prog = vec![
+        UserOp::MadviseCollapse {
+            start: P,
+            len: HPAGE_SIZE,
+        },
+        UserOp::Touch {
+            addr: P,
+            write: false,
+        },
+    ]
+    .into();
+    let before = pmd(&w, mm);
+    let in_use = w.mem.in_use();
+    let no_drain = |k: StepKind| !matches!(k, StepKind::Drain { .. });
+    drive(
+        &mut w,
+        |_, c, k| c == 0 && no_drain(k),
+        |w| collapse_pc(w) == Some(Pc::Flush),
+    );
+    drive(&mut w, |_, c, _| c == 1, |w| !w.tasks[1].pins.is_empty());
+    drive(
+        &mut w,
+        |_, c, k| (c == 0 && no_drain(k)) || k == StepKind::TakeIrq,
+        |w| exited(w, 0),
+    );
+    assert_eq!(w.counters.collapse_pmd_restored, 1);
+    assert_eq!(w.counters.page_faults, 0, "the read hit the old table");
+    assert_eq!(pmd(&w, mm), before);
+    assert_eq!(w.mem.in_use(), in_use, "no second table, no new page");
+}

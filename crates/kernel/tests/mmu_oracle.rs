@@ -205,7 +205,7 @@ fn a_huge_pmd_ends_the_walk() {
     let mut w = world(&[]);
     let mm = w.mm_alloc().unwrap();
     kernel::arch::switch_mm(&mut w, 0, mm, &mut Effects::default());
-    let pte_t = pte_alloc_walk(&mut w, mm, VA).unwrap();
+    let pte_t = pte_alloc_walk(&mut w, 0, mm, VA).unwrap();
     let pmd = pmd_table_of(&w, mm, VA);
     let page = w.mem.alloc(FrameUse::Anon).unwrap();
     w.mem.write(

@@ -790,6 +790,27 @@ pub fn atomic_rmw(w: &mut World, cpu: CpuId, loc: Loc, f: impl FnOnce(u64) -> Op
     old
 }
 
+/// A store the model makes straight to memory by `cpu`, seen by every CPU
+/// at once: under the lock its readers take, or on a path whose ordering
+/// the checker does not explore (`pmd_populate` and the PMD clears of
+/// zap, `free_pgtables` and pt_reclaim; RISC-V's clear of its own
+/// `need_tlb_flush`). Unlike [`store_now`] it leaves no older value for
+/// another CPU to load. For a location the weak memory does not hold that
+/// is a write of memory; for one it holds (older values some CPU may
+/// still load) it is a new message every CPU's view reaches. Written to
+/// memory alone it would leave the newest message stale: loads would
+/// return that older value, even to `cpu`, until the clean-up forgot the
+/// location, and whether they did would depend on when the clean-up ran
+/// (two steps of different CPUs then reached different states in the two
+/// orders: tests/weak_direct_writes.rs).
+pub fn write_direct(w: &mut World, cpu: CpuId, loc: Loc, val: u64) {
+    if w.weak.holds(loc) {
+        let (arch, n) = (w.cfg.arch, w.cpus.len());
+        w.weak.write_seen_by_all(cpu, loc, val, arch, n);
+    }
+    write_mem(w, loc, val);
+}
+
 /// `cpu`'s store of `val` to `loc` reaches memory (a drain, a barrier, a
 /// full buffer's spill, or an SC store): under the weak model it is also a
 /// new message of the view machine, which older values stay readable

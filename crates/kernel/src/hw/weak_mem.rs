@@ -82,6 +82,12 @@ impl WeakMem {
         &self.locs
     }
 
+    /// Does the weak memory hold `loc` (an older value some CPU may read)?
+    pub fn holds(&self, loc: Loc) -> bool {
+        footprint::read(|| loc_obj(loc));
+        self.id(loc).is_some()
+    }
+
     fn id(&self, loc: Loc) -> Option<LocId> {
         self.locs.binary_search(&loc).ok()
     }
@@ -128,6 +134,19 @@ impl WeakMem {
         };
         let tv = &mut self.views[cpu as usize];
         wmm::write(tv, &mut self.mem, cpu as usize, &w).expect("no promises: a write appends");
+    }
+
+    /// `cpu`'s store of `val` to `loc` (held) seen by every CPU at once: a
+    /// new message that every CPU's view of `loc` reaches, so that no CPU
+    /// loads an older value of `loc` from now on.
+    pub fn write_seen_by_all(&mut self, cpu: CpuId, loc: Loc, val: u64, arch: Arch, cpus: usize) {
+        self.write(cpu, loc, val, val, arch, cpus);
+        let id = self.id(loc).expect("just written");
+        let t = self.newest(id);
+        for (c, tv) in self.views.iter_mut().enumerate() {
+            footprint::write(|| Obj::new(kind::WEAK_VIEW, c));
+            tv.coh[id] = tv.coh[id].max(t);
+        }
     }
 
     /// What a plain load (`READ_ONCE`) of `loc` by `cpu` may return, newest
@@ -387,6 +406,17 @@ impl WeakMem {
             mem,
             views,
         }
+    }
+
+    /// The held locations whose newest message is not `mem`'s value of
+    /// them: a store that reached memory without a message
+    /// ([`crate::hw::memory_model::write_direct`] makes one).
+    pub fn stale_newest(&self, mem: impl Fn(Loc) -> u64) -> Vec<(Loc, u64, u64)> {
+        let newest = |id| self.mem.val(id, self.newest(id)) as u64;
+        (0..self.locs.len())
+            .map(|id| (self.locs[id], newest(id), mem(self.locs[id])))
+            .filter(|(_, n, m)| n != m)
+            .collect()
     }
 
     /// The value of message `t` of `loc`, for a label.

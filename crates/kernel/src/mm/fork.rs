@@ -133,7 +133,7 @@ impl Fork {
                     return Flow::Continue;
                 }
                 let cow = v.writable && v.file.is_none();
-                let next = copy_pte_range(w, mm, self.child_mm, addr, v.end, cow, fx);
+                let next = copy_pte_range(w, cpu, mm, self.child_mm, addr, v.end, cow, fx);
                 self.pc = Pc::Copy { vma, addr: next };
                 Flow::Yield
             }
@@ -178,8 +178,10 @@ impl Fork {
 /// (`folio_try_dup_anon_rmap_pte`) and write-protect both PTEs of a
 /// writable private mapping (`ptep_set_wrprotect`). Returns where the next
 /// table starts.
+#[allow(clippy::too_many_arguments)]
 fn copy_pte_range(
     w: &mut World,
+    cpu: CpuId,
     src: MmId,
     dst: MmId,
     addr: u64,
@@ -192,7 +194,7 @@ fn copy_pte_range(
     let Some(table) = pte_table(w, src, addr) else {
         return stop;
     };
-    let dst_table = match pte_alloc_walk(w, dst, addr) {
+    let dst_table = match pte_alloc_walk(w, cpu, dst, addr) {
         Ok(t) => t,
         Err(e) => {
             w.violation(0, 0, addr, format!("fork: {e}"));

@@ -399,6 +399,13 @@ impl CollapseHugePage {
         if first_pinned(w, self.table).is_some() {
             let (pmd_table, _) = read_pmd(w, mm, self.addr).expect("PMD level exists");
             set_pmd(w, cpu, pmd_table, self.addr, self.orig_pmd, fx);
+            if w.cfg.mm.targeted_table_sync {
+                // pmd_populate under the PMD lock, then mmap_write_unlock:
+                // both releases. The restored PMD is in memory before the
+                // lock is free (as after the install below): a fault that
+                // takes the lock next finds it, not the cleared entry.
+                mo::barrier(w, cpu, None, mo::Order::Full, fx);
+            }
             w.counters.collapse_pmd_restored += 1;
             return self.out_up_write(w, task, Err(ScanResult::PageCount), true, fx);
         }

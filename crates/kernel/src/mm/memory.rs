@@ -1,6 +1,7 @@
 //! Page faults (mm/memory.c) and the PTE-range zap used by madvise and munmap.
 
 use crate::effects::{Effects, Label};
+use crate::hw::memory_model as mo;
 use crate::mm::mmu_gather::MmuGather;
 use crate::world::{Flow, World};
 use crate::{MmId, TaskId};
@@ -170,7 +171,7 @@ impl PageFault {
                 return Handled::Done;
             }
             Some(v) if v.file.is_some() => {
-                match pte_alloc_walk(w, mm, self.va) {
+                match pte_alloc_walk(w, cpu, mm, self.va) {
                     Ok(table) => {
                         do_shared_fault(w, cpu, task, mm, table, &v, self.va, self.write, fx)
                     }
@@ -199,7 +200,7 @@ impl PageFault {
         let table = if pte::present(pmd) {
             Ok(pte::pfn(pmd))
         } else {
-            pte_alloc_walk(w, mm, self.va)
+            pte_alloc_walk(w, cpu, mm, self.va)
         };
         match table {
             Ok(table) => match handle_pte_fault(w, cpu, task, mm, table, self.va, self.write, fx) {
@@ -243,7 +244,9 @@ enum Fault {
 
 /// mm/memory.c: `__handle_mm_fault` → `__pud_alloc`/`__pmd_alloc`/`__pte_alloc`:
 /// walk `mm`'s tables for `va`, allocating missing levels; returns the PTE table.
-pub fn pte_alloc_walk(w: &mut World, mm: MmId, va: u64) -> Result<Pfn, machine::Error> {
+/// `cpu` makes the stores (`pmd_populate` and the upper levels' `*_populate`,
+/// under the page-table lock: visible at once, [`mo::write_direct`]).
+pub fn pte_alloc_walk(w: &mut World, cpu: CpuId, mm: MmId, va: u64) -> Result<Pfn, machine::Error> {
     let mut table = *w.mms[mm as usize].pgd;
     for level in [4u8, 3, 2] {
         let idx = table_index(va, level);
@@ -252,8 +255,8 @@ pub fn pte_alloc_walk(w: &mut World, mm: MmId, va: u64) -> Result<Pfn, machine::
             pte::pfn(e)
         } else {
             let t = w.mem.alloc(FrameUse::Table(level - 1))?;
-            w.mem
-                .write(table, idx, pte::make(t, pte::WRITE | pte::USER));
+            let loc = mo::Loc::PageTable { table, index: idx };
+            mo::write_direct(w, cpu, loc, pte::make(t, pte::WRITE | pte::USER));
             t
         };
     }
@@ -637,7 +640,11 @@ pub fn zap_pte_range(
             // zap_huge_pmd (whole 2 MiB only; a partial zap would split first).
             let region = addr & !(HPAGE_SIZE - 1);
             if addr == region && stop == next {
-                w.mem.write(pmd_table, table_index(addr, 2), 0);
+                let loc = mo::Loc::PageTable {
+                    table: pmd_table,
+                    index: table_index(addr, 2),
+                };
+                mo::write_direct(w, cpu, loc, 0);
                 // arm64: pmdp_huge_get_and_clear_full, seen by the walkers
                 // at tlb_flush's dsb(ishst).
                 let idx = table_index(addr, 2);
@@ -697,7 +704,7 @@ pub fn zap_pte_range(
         pages: cleared,
     });
     if reclaim_pt_is_enabled(w, addr, stop, details) && w.mem.table_empty(table) {
-        try_get_and_clear_pmd(w, mm, addr, table, tlb, fx);
+        try_get_and_clear_pmd(w, cpu, mm, addr, table, tlb, fx);
     }
     stop
 }
@@ -709,6 +716,7 @@ pub fn zap_pte_range(
 /// through `tlb_remove_table` after the flush, like `free_pgtables`' tables.
 fn try_get_and_clear_pmd(
     w: &mut World,
+    cpu: CpuId,
     mm: MmId,
     addr: u64,
     table: Pfn,
@@ -719,7 +727,11 @@ fn try_get_and_clear_pmd(
         return;
     };
     let region = addr & !(HPAGE_SIZE - 1);
-    w.mem.write(pmd_table, table_index(region, 2), 0);
+    let loc = mo::Loc::PageTable {
+        table: pmd_table,
+        index: table_index(region, 2),
+    };
+    mo::write_direct(w, cpu, loc, 0);
     if !w.cfg.inject.pt_reclaim_without_freed_tables {
         tlb.remove_table(table, region);
     } else {
@@ -740,7 +752,9 @@ fn try_get_and_clear_pmd(
 pub fn populate_range(w: &mut World, mm: MmId, start: u64, end: u64) -> Result<(), machine::Error> {
     let mut va = start & !(PAGE_SIZE - 1);
     while va < end {
-        let table = pte_alloc_walk(w, mm, va)?;
+        // Before the run: the weak memory holds nothing, so no CPU's
+        // message is made and CPU 0 stands for the set-up.
+        let table = pte_alloc_walk(w, 0, mm, va)?;
         let stop = (((va / HPAGE_SIZE) + 1) * HPAGE_SIZE).min(end);
         let mem = &mut *w.mem;
         // (A table with nothing present, as a new one, fills without reads.)
@@ -864,7 +878,7 @@ mod tests {
         let mm = w.mm_alloc().unwrap();
         let t = w.spawn(mm, 0, vec![], false);
         let va = 0x4000_0000;
-        let table = pte_alloc_walk(&mut w, mm, va).unwrap();
+        let table = pte_alloc_walk(&mut w, 0, mm, va).unwrap();
         let idx = table_index(va, 1);
         let mut fx = Effects::default();
         let full = pte::WRITE | pte::USER | pte::ACCESSED | pte::DIRTY;

@@ -2,6 +2,7 @@
 //! unmap path with `huge_pmd_unshare` (mm/hugetlb.c).
 
 use crate::effects::{Effects, Label};
+use crate::hw::memory_model as mo;
 use crate::mm::memory::unmap_page_range_step;
 use crate::mm::mmu_gather::{
     tlb_end_vma, tlb_finish_mmu, tlb_finish_mmu_free, tlb_flush_mmu_free_task,
@@ -367,7 +368,11 @@ fn free_pgtables(w: &mut World, task: TaskId, start: u64, end: u64) -> bool {
             if let Some((pmd_table, e)) = pmd {
                 let t = pte::pfn(e);
                 if w.mem.table_empty(t) {
-                    w.mem.write(pmd_table, table_index(region, 2), 0);
+                    let loc = mo::Loc::PageTable {
+                        table: pmd_table,
+                        index: table_index(region, 2),
+                    };
+                    mo::write_direct(w, w.tasks[task as usize].cpu, loc, 0);
                     w.tasks[task as usize].gather.remove_table(t, region);
                     any = true;
                 }

@@ -134,7 +134,7 @@ pub fn vmalloc(
     let va = w.vmap.alloc_vmap_area((pages as u64 + 1) * PAGE_SIZE);
     for i in 0..pages as u64 {
         fx.cost(Cost::DoAnonymousPage, 1);
-        if let Err(e) = map_one(w, va + i * PAGE_SIZE, fx) {
+        if let Err(e) = map_one(w, cpu, va + i * PAGE_SIZE, fx) {
             w.violation(0, cpu, va, format!("vmalloc: {e}"));
             return;
         }
@@ -153,8 +153,8 @@ pub fn vmalloc(
 
 /// mm/vmalloc.c: `vmap_pages_range` for one page: allocate it and set
 /// its PTE in `init_mm`.
-fn map_one(w: &mut World, va: u64, fx: &mut Effects) -> Result<(), machine::Error> {
-    let table = pte_alloc_walk(w, INIT_MM, va)?;
+fn map_one(w: &mut World, cpu: CpuId, va: u64, fx: &mut Effects) -> Result<(), machine::Error> {
+    let table = pte_alloc_walk(w, cpu, INIT_MM, va)?;
     let page = w.mem.alloc(FrameUse::Anon)?;
     let e = pte::make(page, pte::WRITE | pte::ACCESSED | pte::DIRTY);
     w.mem.write(table, table_index(va, 1), e);

@@ -521,8 +521,8 @@ pub fn local_tlb_flush_queue_drain(w: &mut World, cpu: CpuId, asid: u16, fx: &mu
     // Cleared under the queue lock with the entries taken (not buffered):
     // a flusher's later need_tlb_flush = true reaching memory afterwards
     // only costs an extra drain of an empty queue.
+    mo::write_direct(w, cpu, Loc::NeedTlbFlush(cpu), 0);
     let h = &mut w.cpus[c].riscv;
-    h.need_flush = false;
     let entries = std::mem::take(&mut h.queue);
     w.counters.defer_drains += 1;
     w.counters.deferred_applied += entries.len() as u64;
