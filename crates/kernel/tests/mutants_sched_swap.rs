@@ -10,7 +10,9 @@
 
 use kernel::hw::memory_model::MemoryModel;
 use kernel::mm::swap::{cpu_needs_drain, folio_add_lru, folio_add_lru_large};
-use kernel::sched::core::{hrtimer_wakeup, sched_setaffinity, schedule, scheduler_tick};
+use kernel::sched::core::{
+    hrtimer_wakeup, sched_setaffinity, schedule, scheduler_tick, try_to_wake_up,
+};
 use kernel::user::UserOp;
 use kernel::world::TaskState;
 use kernel::{Effects, TaskId, World};
@@ -52,6 +54,21 @@ fn sleeper(w: &mut World, cpu: CpuId, deadline: u64, in_wait: bool) -> TaskId {
     task.us.deadline = deadline;
     task.us.in_wait = in_wait;
     t
+}
+
+/// 8 RISC-V harts on the SG2042 topology: LLCs (clusters) 0-3 and 4-7.
+fn sg2042() -> World {
+    let mut s = Scenario::default();
+    for kv in [
+        "machine.arch=riscv",
+        "machine.cpus=8",
+        "machine.memory=64MiB",
+        "machine.topology=sg2042",
+    ] {
+        s.set(kv).unwrap();
+    }
+    s.validate().unwrap();
+    World::new(&s).unwrap()
 }
 
 fn rq(w: &World, cpu: CpuId) -> Vec<TaskId> {
@@ -221,17 +238,7 @@ fn hrtimer_wakeup_wakes_the_earliest_timer_sleeper_of_its_cpu() {
 /// (`ttwu_queue_cond`: 6 is idle), not on 4's runqueue.
 #[test]
 fn a_timer_wakeup_placed_on_another_cpu_counts_one_migration() {
-    let mut s = Scenario::default();
-    for kv in [
-        "machine.arch=riscv",
-        "machine.cpus=8",
-        "machine.memory=64MiB",
-        "machine.topology=sg2042",
-    ] {
-        s.set(kv).unwrap();
-    }
-    s.validate().unwrap();
-    let mut w = World::new(&s).unwrap();
+    let mut w = sg2042();
     let p = sleeper(&mut w, 4, 100, false);
     w.tasks[p as usize].cpus_allowed_all = true;
     let busy4 = task(&mut w, 4);
@@ -245,6 +252,40 @@ fn a_timer_wakeup_placed_on_another_cpu_counts_one_migration() {
     assert_eq!(w.counters.ttwu_wakelist, 1);
     assert!(w.cpus[4].rq.is_empty());
     assert_eq!(w.cpus[4].curr, Some(busy4));
+}
+
+/// `try_to_wake_up` from CPU 4 (an exiting child's, not `WF_SYNC`) of
+/// two tasks asleep on 4 while 4 and 5 run tasks. A pinned one:
+/// `select_task_rq` keeps it on 4 (`is_cpu_allowed` of its one CPU): no
+/// migration, and `ttwu_queue` on this very CPU activates it on 4's
+/// runqueue directly (`ttwu_queue_cond`: never for this CPU). One the
+/// fair class places: `select_idle_sibling` → 6, as above; `set_task_cpu`
+/// counts one migration and `ttwu_stat` one wake-up migration, and 6, idle,
+/// gets it through its wake list. Waking it again does nothing
+/// (`ttwu_state_match`: it is no longer asleep).
+#[test]
+fn a_wakeup_placed_on_another_cpu_counts_one_migration() {
+    let mut w = sg2042();
+    let pinned = sleeper(&mut w, 4, 0, false);
+    let p = sleeper(&mut w, 4, 0, false);
+    w.tasks[p as usize].cpus_allowed_all = true;
+    task(&mut w, 4);
+    task(&mut w, 5);
+    let mut fx = Effects::default();
+    try_to_wake_up(&mut w, pinned, 4, &mut fx);
+    assert_eq!(rq(&w, 4), vec![pinned]);
+    assert_eq!(w.counters.sched_migrations, 0);
+    assert_eq!(w.counters.sched_wake_migrations, 0);
+    assert_eq!(w.counters.ttwu_wakelist, 0);
+    try_to_wake_up(&mut w, p, 4, &mut fx);
+    assert_eq!(w.tasks[p as usize].cpu, 6);
+    assert_eq!(w.tasks[p as usize].state, TaskState::Runnable);
+    assert_eq!(w.counters.sched_migrations, 1);
+    assert_eq!(w.counters.sched_wake_migrations, 1);
+    assert_eq!(w.counters.ttwu_wakelist, 1);
+    try_to_wake_up(&mut w, p, 4, &mut fx);
+    assert_eq!(w.counters.sched_migrations, 1);
+    assert_eq!(w.counters.ttwu_wakelist, 1);
 }
 
 /// `switch_mm_cid` (6.12) on a switch to a user task: `smp_mb()` on
