@@ -448,6 +448,11 @@ pub struct Mm {
     /// x86 `mm->context.asid_transition`: some CPU may still run the mm
     /// in a dynamic ASID, so flushes keep sending IPIs.
     pub asid_transition: Field<bool>,
+    /// kernel/fork.c `mm->mm_users`: the tasks using the mm that have not
+    /// exited ([`World::spawn`] counts one up, [`World::task_exit`] down).
+    /// `mmput`'s test reads it alone, not every task of the mm, so an exit
+    /// depends on the other CPUs' exits only, not on all their steps.
+    pub mm_users: Field<u32>,
     /// The CPUs whose current task uses this mm (`cpu_curr(c)->mm == mm`),
     /// kept by [`World::set_curr`]: a cache of `Cpu::curr`, not state.
     /// Read only for the CPUs to wake ([`Effects::wake`]), never into the
@@ -472,8 +477,9 @@ pub mod mm_field {
     pub const GLOBAL_ASID: usize = 11;
     pub const ASID_TRANSITION: usize = 12;
     pub const RUNNING: usize = 13;
+    pub const MM_USERS: usize = 14;
     /// Each field's name, by number.
-    pub const NAMES: [&str; 14] = [
+    pub const NAMES: [&str; 15] = [
         "id",
         "ctx_id",
         "tlb_gen",
@@ -488,6 +494,7 @@ pub mod mm_field {
         "global_asid",
         "asid_transition",
         "running",
+        "mm_users",
     ];
 }
 
@@ -508,6 +515,7 @@ impl Mm {
             tlb_flush_pending: Field::new(0),
             global_asid: Field::new(0),
             asid_transition: Field::new(false),
+            mm_users: Field::new(0),
             running: Field::new(Hint(CpuSet::new(nr_cpus))),
         }
     }
@@ -534,6 +542,7 @@ impl Mm {
             tlb_flush_pending,
             global_asid,
             asid_transition,
+            mm_users,
             running,
         } = self;
         id.track_as(obj(mm_field::ID));
@@ -549,6 +558,7 @@ impl Mm {
         tlb_flush_pending.track_as(obj(mm_field::TLB_FLUSH_PENDING));
         global_asid.track_as(obj(mm_field::GLOBAL_ASID));
         asid_transition.track_as(obj(mm_field::ASID_TRANSITION));
+        mm_users.track_as(obj(mm_field::MM_USERS));
         // Never recorded: a cache read only to pick the CPUs to wake
         // (`Effects::wake`, the simulator's driver; a checker step's
         // world never depends on it), so two CPUs switching to the mm
@@ -576,6 +586,7 @@ impl Clone for Mm {
             tlb_flush_pending,
             global_asid,
             asid_transition,
+            mm_users,
             running,
         } = self;
         Mm {
@@ -592,6 +603,7 @@ impl Clone for Mm {
             tlb_flush_pending: tlb_flush_pending.dup(),
             global_asid: global_asid.dup(),
             asid_transition: asid_transition.dup(),
+            mm_users: mm_users.dup(),
             running: running.dup(),
         }
     }
@@ -1382,6 +1394,7 @@ impl World {
             self.note_spec_targets(id);
         }
         self.cpus[cpu as usize].rq.push_back(id);
+        *self.mms[mm as usize].mm_users += 1;
         if measured {
             *self.measuring += 1;
         }
@@ -1950,6 +1963,9 @@ impl World {
     pub fn task_exit(&mut self, cpu: CpuId, t: TaskId, fx: &mut Effects) {
         let task = &mut self.tasks[t as usize];
         task.state = TaskState::Exited;
+        let mm = task.mm;
+        *self.mms[mm as usize].mm_users -= 1;
+        let task = &self.tasks[t as usize];
         if task.measured {
             *self.measuring -= 1;
             fx.stat(Stat::Done(t));

@@ -8,7 +8,7 @@ use crate::mm::mmu_gather::{
     tlb_end_vma, tlb_finish_mmu, tlb_finish_mmu_free, tlb_flush_mmu_free_task,
     tlb_flush_mmu_tlbonly, tlb_gather_mmu, tlb_remove_table_sync,
 };
-use crate::world::{Flow, Vma, World};
+use crate::world::{Flow, TaskState, Vma, World};
 use crate::TaskId;
 use machine::mem::{pte, table_index};
 use machine::{Cost, CpuId, HPAGE_SIZE};
@@ -318,14 +318,22 @@ pub fn exit_mm(w: &mut World, t: TaskId) -> Option<Munmap> {
 }
 
 /// kernel/fork.c: `mmput`'s `atomic_dec_and_test(&mm->mm_users)`: no other
-/// task that has not exited uses task `t`'s mm. (A footprint reads the
-/// number of tasks and the tasks of that mm only: a task's `mm` is fixed
-/// by the step that creates it, which writes that number.)
+/// task that has not exited uses task `t`'s mm. (The model counts `t` down
+/// at `do_exit`'s end, so two tasks of one mm exiting together both see
+/// the other.)
 pub fn last_user(w: &World, t: TaskId) -> bool {
     let mm = w.tasks[t as usize].mm;
-    let of_mm = |i: usize| machine::footprint::paused(|| w.tasks[i].id != t && w.tasks[i].mm == mm);
-    let live = |i: usize| w.tasks[i].state != crate::world::TaskState::Exited;
-    !(0..w.tasks.len()).any(|i| of_mm(i) && live(i))
+    let users = *w.mms[mm as usize].mm_users;
+    let me = machine::footprint::paused(|| w.tasks[t as usize].state != TaskState::Exited);
+    debug_assert_eq!(
+        users as usize,
+        machine::footprint::paused(|| {
+            let live = |u: &crate::world::Task| u.state != TaskState::Exited;
+            w.tasks.iter().filter(|u| u.mm == mm && live(u)).count()
+        }),
+        "mm{mm}'s mm_users"
+    );
+    users == u32::from(me)
 }
 
 /// include/linux/fs.h: `i_mmap_lock_write` → `down_write` of the
