@@ -1961,11 +1961,10 @@ impl World {
 
     /// A task leaves the CPU for good (`do_exit` → `__schedule` → idle).
     pub fn task_exit(&mut self, cpu: CpuId, t: TaskId, fx: &mut Effects) {
+        let mm = self.tasks[t as usize].mm;
+        *self.mms[mm as usize].mm_users -= 1;
         let task = &mut self.tasks[t as usize];
         task.state = TaskState::Exited;
-        let mm = task.mm;
-        *self.mms[mm as usize].mm_users -= 1;
-        let task = &self.tasks[t as usize];
         if task.measured {
             *self.measuring -= 1;
             fx.stat(Stat::Done(t));

@@ -98,17 +98,18 @@ impl Arm64Cfg {
     /// machine and the other sections (`s` is the whole scenario).
     pub(super) fn validate(&self, s: &Scenario) -> Result<(), Error> {
         let m = &s.machine;
-        if !self.batched_unmap && m.arch != Arch::Arm64 {
-            return Err(Error::Config(format!(
-                "arm64.batched_unmap = false needs machine.arch = \"arm64\", not \"{}\"",
-                m.arch.name()
-            )));
-        }
-        if !self.unshare_flush_walk_cache && m.arch != Arch::Arm64 {
-            return Err(Error::Config(format!(
-                "arm64.unshare_flush_walk_cache = false needs machine.arch = \"arm64\", not \"{}\"",
-                m.arch.name()
-            )));
+        // The switches whose `false` is an arm64 kernel's older code.
+        let arm64_only = [
+            ("batched_unmap", self.batched_unmap),
+            ("unshare_flush_walk_cache", self.unshare_flush_walk_cache),
+        ];
+        for (key, on) in arm64_only {
+            if !on && m.arch != Arch::Arm64 {
+                return Err(Error::Config(format!(
+                    "arm64.{key} = false needs machine.arch = \"arm64\", not \"{}\"",
+                    m.arch.name()
+                )));
+            }
         }
         if !(2..=16).contains(&self.asid_bits) {
             return Err(Error::Range(format!(
