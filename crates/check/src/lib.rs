@@ -32,9 +32,11 @@
 //!
 //! Exploration: level-synchronous breadth-first search. The seen-set
 //! holds 64-bit fingerprints only, and node `i` of the search tree keeps
-//! only its parent and choice (8 bytes); the frontier is a list of node
-//! ids. A level's worlds are rebuilt on demand by re-executing the choices
-//! from the initial world: its nodes are in tree order (parent, then
+//! only its parent and step (8 bytes: a base step's index, or a picked
+//! variant's index in a table of the variants met, [`Steps`]); the
+//! frontier is a list of node ids. A level's worlds are rebuilt on demand
+//! by re-executing the steps from the initial world: its nodes are in
+//! tree order (parent, then
 //! choice), so a worker rebuilding a run of consecutive nodes keeps the
 //! worlds along the last path on a stack and re-executes only the steps
 //! below the common ancestor, mostly one step from the parent. Memory is
@@ -260,9 +262,49 @@ pub fn threads() -> usize {
 /// Frontier nodes expanded in parallel between two merges into the seen-set.
 const CHUNK: usize = 8192;
 
+/// A node's step code at or above this is a [`StepKind::Picked`] variant
+/// (the code less this: its index in [`Steps`]); below it, the step's
+/// index among the base steps ([`World::enabled_base`]).
+const PICKED: u32 = 1 << 31;
+
+/// The picked variants ([`StepKind::Picked`]: a step with its loads'
+/// older messages chosen) the search's nodes took, each stored once. A
+/// picked variant's index among the enabled steps is known only by
+/// running every pickable step for its variants; its code here lets a
+/// rebuild run it directly, and the base steps need no table.
+#[derive(Default)]
+struct Steps {
+    picked: Vec<(CpuId, StepKind)>,
+    ids: FxHashMap<(CpuId, StepKind), u32>,
+}
+
+impl Steps {
+    /// The code of `step`, at index `choice` among the enabled steps.
+    fn code(&mut self, choice: u16, step: (CpuId, StepKind)) -> u32 {
+        if !matches!(step.1, StepKind::Picked { .. }) {
+            return u32::from(choice);
+        }
+        let next = PICKED + self.picked.len() as u32;
+        *self.ids.entry(step).or_insert_with(|| {
+            self.picked.push(step);
+            next
+        })
+    }
+
+    /// The step of code `code` from `w` (listing `w`'s base steps in `en`).
+    fn step(&self, w: &World, code: u32, en: &mut Vec<(CpuId, StepKind)>) -> (CpuId, StepKind) {
+        if code >= PICKED {
+            return self.picked[(code - PICKED) as usize];
+        }
+        w.enabled_base(en);
+        en[code as usize]
+    }
+}
+
 /// One transition out of a frontier state, computed in parallel.
 struct Succ {
     choice: u16,
+    step: (CpuId, StepKind),
     key: u64,
     bad: bool,
     /// The steps its successor need not take ([`por::SleepSets`]).
@@ -328,8 +370,9 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
     let keys = Keys {
         perms: group_perms(init.cpus.len(), groups),
     };
-    // Node i: (parent, choice index); the root is its own parent.
-    let mut nodes: Vec<(u32, u16)> = vec![(0, 0)];
+    // Node i: (parent, step code); the root is its own parent.
+    let mut nodes: Vec<(u32, u32)> = vec![(0, 0)];
+    let mut steps = Steps::default();
     // Fingerprint -> node.
     let mut seen: FxHashMap<u64, u32> = FxHashMap::default();
     seen.insert(keys.key(init), 0);
@@ -351,7 +394,7 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
     while !level.is_empty() {
         depth = d;
         if d >= bounds.max_depth {
-            bounded |= par_rebuild(init, &nodes, &level, |_, w, _| w.any_enabled())
+            bounded |= par_rebuild(init, &nodes, &steps, &level, |_, w, _| w.any_enabled())
                 .into_iter()
                 .any(|more| more);
             break;
@@ -368,7 +411,7 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
                     ..done("bounded", transitions, depth, seen.len(), Vec::new())
                 };
             }
-            let succs = par_rebuild(init, &nodes, block, |node, w, sc| {
+            let succs = par_rebuild(init, &nodes, &steps, block, |node, w, sc| {
                 let how = sleep.how(node);
                 (node, successors(w, &keys, sc, how, sleep_sets))
             });
@@ -378,11 +421,11 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
             for (node, (list, _)) in succs {
                 for s in list {
                     transitions += 1;
-                    nodes.push((node, s.choice));
+                    nodes.push((node, steps.code(s.choice, s.step)));
                     let id = (nodes.len() - 1) as u32;
                     if s.bad {
                         let path = path_to(&nodes, id);
-                        let cx = replay(init, &path);
+                        let cx = replay_codes(init, &steps, &path);
                         return done("unsafe", transitions, path.len(), seen.len(), cx);
                     }
                     if let Some(&old) = seen.get(&s.key) {
@@ -423,7 +466,8 @@ fn explore_levels(init: &World, bounds: Bounds, groups: &[Vec<CpuId>]) -> Outcom
 /// taking a run of consecutive nodes.
 fn par_rebuild<T: Send>(
     init: &World,
-    nodes: &[(u32, u16)],
+    nodes: &[(u32, u32)],
+    steps: &Steps,
     ids: &[u32],
     f: impl Fn(u32, World, &mut Scratch) -> T + Sync,
 ) -> Vec<T> {
@@ -431,7 +475,7 @@ fn par_rebuild<T: Send>(
     // its first node's path from the root that its neighbours share.
     let run = (ids.len() / (4 * rayon::current_num_threads())).clamp(32, 1024);
     ids.par_chunks(run)
-        .flat_map_iter(|run| rebuild(init, nodes, run, &f))
+        .flat_map_iter(|run| rebuild(init, nodes, steps, run, &f))
         .collect()
 }
 
@@ -444,7 +488,8 @@ fn par_rebuild<T: Send>(
 /// deterministic, so each rebuilt world is the one first reached.
 fn rebuild<T>(
     init: &World,
-    nodes: &[(u32, u16)],
+    nodes: &[(u32, u32)],
+    steps: &Steps,
     ids: &[u32],
     f: impl Fn(u32, World, &mut Scratch) -> T,
 ) -> Vec<T> {
@@ -473,7 +518,12 @@ fn rebuild<T>(
             continue;
         };
         for &n in above {
-            let w = replay_one(stack[stack.len() - 1].1.clone(), nodes[n as usize].1, sc);
+            let w = replay_one(
+                stack[stack.len() - 1].1.clone(),
+                steps,
+                nodes[n as usize].1,
+                sc,
+            );
             stack.push((n, w));
         }
         let parent = nodes[id as usize].0;
@@ -484,7 +534,7 @@ fn rebuild<T>(
             2.. if last_child => stack.pop().expect("the parent is on the stack").1,
             _ => stack[stack.len() - 1].1.clone(),
         };
-        let w = replay_one(from, nodes[id as usize].1, sc);
+        let w = replay_one(from, steps, nodes[id as usize].1, sc);
         out.push(f(id, w, sc));
     }
     out
@@ -501,15 +551,11 @@ struct Scratch {
     fx: Effects,
 }
 
-/// `w` after the step of choice index `choice` into its enabled steps.
-fn replay_one(mut w: World, choice: u16, sc: &mut Scratch) -> World {
-    // The base steps come first and cost no step to list: only a
-    // `Picked` choice needs the variants found (each pickable step run).
-    w.enabled_base(&mut sc.en);
-    if choice as usize >= sc.en.len() {
-        w.enabled(&mut sc.en);
-    }
-    let (cpu, kind) = sc.en[choice as usize];
+/// `w` after the step of code `code` ([`Steps`]).
+fn replay_one(mut w: World, steps: &Steps, code: u32, sc: &mut Scratch) -> World {
+    // The base steps cost no step to list, and a picked variant is run
+    // as it is: no pickable step is run to find the variants.
+    let (cpu, kind) = steps.step(&w, code, &mut sc.en);
     sc.fx.clear();
     w.step(cpu, kind, &mut sc.fx);
     w
@@ -575,6 +621,7 @@ fn successors(
             .collect();
         out.push(Succ {
             choice: i as u16,
+            step: (cpu, kind),
             key,
             bad: bad(&next),
             sleep,
@@ -603,7 +650,7 @@ fn successors(
     (out, skipped)
 }
 
-fn path_to(nodes: &[(u32, u16)], mut id: u32) -> Vec<u16> {
+fn path_to(nodes: &[(u32, u32)], mut id: u32) -> Vec<u32> {
     let mut path = Vec::new();
     while id != 0 {
         let (parent, choice) = nodes[id as usize];
@@ -616,6 +663,25 @@ fn path_to(nodes: &[(u32, u16)], mut id: u32) -> Vec<u16> {
 
 /// Replay a path of choice indices, describing each step.
 pub fn replay(init: &World, path: &[u16]) -> Vec<String> {
+    let mut en = Vec::new();
+    replay_with(init, path.len(), |w, n| {
+        w.enabled(&mut en);
+        en[path[n] as usize]
+    })
+}
+
+/// Replay a path of step codes ([`Steps`]), describing each step.
+fn replay_codes(init: &World, steps: &Steps, path: &[u32]) -> Vec<String> {
+    let mut en = Vec::new();
+    replay_with(init, path.len(), |w, n| steps.step(w, path[n], &mut en))
+}
+
+/// Replay the `len` steps `step(world, n)` names, describing each.
+fn replay_with(
+    init: &World,
+    len: usize,
+    mut step: impl FnMut(&World, usize) -> (CpuId, StepKind),
+) -> Vec<String> {
     let mut w = init.clone();
     let mut fx = Effects {
         tracing: true,
@@ -623,9 +689,8 @@ pub fn replay(init: &World, path: &[u16]) -> Vec<String> {
     };
     let mut en = Vec::new();
     let mut lines = Vec::new();
-    for (n, &c) in path.iter().enumerate() {
-        w.enabled(&mut en);
-        let (cpu, kind) = en[c as usize];
+    for n in 0..len {
+        let (cpu, kind) = step(&w, n);
         fx.clear();
         fx.tracing = true;
         w.step(cpu, kind, &mut fx);
@@ -653,18 +718,18 @@ pub fn replay(init: &World, path: &[u16]) -> Vec<String> {
 pub fn bare_search(states: usize, transitions: usize) -> usize {
     let states = states.max(1);
     let mut seen = FxHashSet::default();
-    let mut nodes: Vec<(u32, u16)> = vec![(0, 0)];
+    let mut nodes: Vec<(u32, u32)> = vec![(0, 0)];
     for i in 0..transitions.max(states) {
         // A splitmix64 finaliser spreads the keys like fingerprints.
         let mut k = (i % states) as u64 ^ 0x9e37_79b9_7f4a_7c15;
         k = (k ^ (k >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         k = (k ^ (k >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         if seen.insert(k ^ (k >> 31)) {
-            nodes.push(((i / 3) as u32, (i % 3) as u16));
+            nodes.push(((i / 3) as u32, (i % 3) as u32));
         }
     }
     std::hint::black_box(&nodes);
     // hashbrown: a power of two of buckets, 8 bytes and a control byte each.
     let buckets = (seen.capacity() * 8 / 7).next_power_of_two();
-    buckets * 9 + nodes.capacity() * std::mem::size_of::<(u32, u16)>()
+    buckets * 9 + nodes.capacity() * std::mem::size_of::<(u32, u32)>()
 }
