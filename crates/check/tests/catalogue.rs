@@ -83,6 +83,26 @@ fn invlpgb_skip_is_caught_only_with_a_global_asid() {
     assert_eq!(explore(&three, Bounds::default()).verdict, "safe");
 }
 
+/// The checks listed with a measured size (which `tlblab check NAME`
+/// refuses to run without a bound of the user's) are large checks, and
+/// listed only above the default state bound; a bounded measurement is
+/// a lower bound at least that large.
+#[test]
+fn the_measured_sizes_name_large_checks_above_the_default_bound() {
+    use check::configs::sizes::{size, SIZES};
+    let default = Bounds::default().max_states as u64;
+    for (name, s) in SIZES {
+        assert!(
+            LARGE.iter().any(|c| c.name == *name),
+            "{name} is no large check"
+        );
+        assert!(s.states > default, "{name}: {} states", s.states);
+        assert!(s.cpu_seconds > 0 && !s.measured.is_empty(), "{name}");
+        assert_eq!(size(name).map(|x| x.states), Some(s.states));
+    }
+    assert!(CATALOGUE.iter().all(|c| size(c.name).is_none()));
+}
+
 /// The large checks (run by name: `tlblab check NAME`) build, are named
 /// apart from the catalogue, and their first thousand states, with their
 /// symmetry, hold no violation (each is expected safe): a builder that

@@ -19,6 +19,7 @@ mod hugetlb;
 mod migrate;
 mod reclaim;
 mod riscv;
+pub mod sizes;
 mod vmalloc;
 mod x86_flush;
 

@@ -17,9 +17,11 @@ pub struct Args {
     #[arg(long, default_value_t = 400)]
     max_depth: usize,
     /// Stop after this many distinct states (the verdict is then
-    /// "bounded" unless a violation was found first).
-    #[arg(long, default_value_t = 2_000_000)]
-    max_states: usize,
+    /// "bounded" unless a violation was found first) [default: 2000000].
+    /// A check measured larger than the default is refused, with its
+    /// size, unless this or --max-seconds is given.
+    #[arg(long)]
+    max_states: Option<usize>,
     /// Stop after this many seconds of search (the verdict is then
     /// "bounded", with the states reached and those still to expand):
     /// for a check whose size is unknown, instead of running blindly.
@@ -64,6 +66,10 @@ pub fn main(args: Args) -> Result<u8, Error> {
         json,
         threads,
     } = args;
+    // Bounded by the user: a check measured larger than the default
+    // bound runs into theirs; else it is refused with its size.
+    let user_bound = max_states.is_some() || max_seconds.is_some();
+    let max_states = max_states.unwrap_or(check::Bounds::default().max_states);
     // A bound of 0 would explore nothing and call it a verdict.
     if max_depth == 0 || max_states == 0 {
         return Err(Error::Range(format!(
@@ -90,6 +96,7 @@ pub fn main(args: Args) -> Result<u8, Error> {
     }
     let name = name.ok_or_else(|| Error::Config("tlblab check needs a NAME or --all".into()))?;
     let c = check::configs::find(&name)?;
+    refuse_unbounded(&name, max_states, user_bound)?;
     let o = check::configs::run_with(c, &set, bounds, symmetry, model)?;
     let sym = match (o.symmetry.is_empty(), c.sym.is_empty()) {
         (false, _) => format!(" (symmetry: {})", check::groups_text(&o.symmetry)),
@@ -132,6 +139,20 @@ pub fn main(args: Args) -> Result<u8, Error> {
         );
     }
     Ok(u8::from(o.verdict == "unsafe"))
+}
+
+/// A check measured above the default state bound, run without a bound
+/// of the user's, is refused with its size ([`check::configs::sizes`])
+/// instead of running for minutes into the default bound.
+fn refuse_unbounded(name: &str, max_states: usize, user_bound: bool) -> Result<(), Error> {
+    match check::configs::sizes::size(name) {
+        Some(s) if !user_bound && s.states > max_states as u64 => Err(Error::TooBig(format!(
+            "check {name}: {}, above the default --max-states {max_states}: give --max-states N \
+             (above its size to run it in full) or --max-seconds S to run it bounded",
+            s.describe()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 fn check_all(
