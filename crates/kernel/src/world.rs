@@ -1092,7 +1092,7 @@ pub struct World {
     /// Page-table batches waiting for an RCU grace period (`tlb_remove_table_rcu`).
     pub rcu_batches: Tracked<Vec<RcuBatch>>,
     /// arm64/RISC-V: the ASID allocator.
-    pub asids: Tracked<crate::arch::asid::AsidAllocator>,
+    pub asids: crate::cow::CowBox<crate::arch::asid::AsidAllocator>,
     /// Page-cache pages of each file (tmpfs-like: always resident).
     pub files: crate::cow::CowBox<Vec<Vec<Pfn>>>,
     pub(crate) next_ctx_id: Tracked<u64>,
@@ -1259,16 +1259,15 @@ impl World {
             hugetlb_i_mmap_rwsem: Tracked::new(field::HUGETLB_I_MMAP_RWSEM, Default::default()),
             vmap: Tracked::new(field::VMAP, Default::default()),
             rcu_batches: Tracked::new(field::RCU_BATCHES, Vec::new()),
-            asids: Tracked::new(
-                field::ASIDS,
-                crate::arch::asid::AsidAllocator::new(match m.arch {
-                    machine::scenario::Arch::Riscv => s.riscv.asid_bits.max(1),
-                    machine::scenario::Arch::Arm64 => s.arm64.asid_bits,
-                    // x86 allocates no ASIDs (PCIDs are per CPU): the smallest
-                    // map, not 8 KiB cloned and hashed with every checker state.
-                    machine::scenario::Arch::X86 => 1,
-                }),
-            ),
+            // Shared between clones and its hash cached: the 8 KiB map of
+            // 16-bit ASIDs changes only when an mm gets a new ASID.
+            asids: crate::cow::CowBox::new(crate::arch::asid::AsidAllocator::new(match m.arch {
+                machine::scenario::Arch::Riscv => s.riscv.asid_bits.max(1),
+                machine::scenario::Arch::Arm64 => s.arm64.asid_bits,
+                // x86 allocates no ASIDs (PCIDs are per CPU): the smallest
+                // map, not 8 KiB cloned and hashed with every checker state.
+                machine::scenario::Arch::X86 => 1,
+            })),
             files: Vec::new().into(),
             // INIT_MM_CONTEXT has ctx_id 1; last_mm_ctx_id starts at 1, so
             // the first user mm gets 2 (ctx_id 0 matches no mm).
@@ -1656,7 +1655,7 @@ impl World {
         self.hugetlb_i_mmap_rwsem.track(on);
         self.vmap.track(on);
         self.rcu_batches.track(on);
-        self.asids.track(on);
+        self.asids.set_obj(obj(kind::FIELD, field::ASIDS));
         self.next_ctx_id.track(on);
         self.psc_index.track(on);
         self.atomic_nesting.track(on);

@@ -386,15 +386,24 @@ impl WeakMem {
         for (new, &old) in order.iter().enumerate() {
             to[old] = new;
         }
-        let mut views = self.views.clone();
-        for (c, tv) in self.views.iter().enumerate() {
-            let mut n = tv.clone();
-            n.coh = order.iter().map(|&o| tv.coh[o]).collect();
-            n.fwd = order.iter().map(|&o| tv.fwd[o]).collect();
-            n.last_read = order.iter().map(|&o| tv.last_read[o]).collect();
-            n.walks = order.iter().map(|&o| tv.walks[o]).collect();
-            views[perm[c] as usize] = n;
+        // New CPU k's view is old CPU `from[k]`'s, its locations reordered.
+        let mut from = vec![0; self.views.len()];
+        for c in 0..self.views.len() {
+            from[perm[c] as usize] = c;
         }
+        let views = from
+            .iter()
+            .map(|&c| {
+                let tv = &self.views[c];
+                ThreadView {
+                    coh: order.iter().map(|&o| tv.coh[o]).collect(),
+                    fwd: order.iter().map(|&o| tv.fwd[o]).collect(),
+                    last_read: order.iter().map(|&o| tv.last_read[o]).collect(),
+                    walks: order.iter().map(|&o| tv.walks[o]).collect(),
+                    ..tv.clone_scalars()
+                }
+            })
+            .collect();
         let mut mem = self.mem.clone();
         mem.init = order.iter().map(|&o| self.mem.init[o]).collect();
         for m in &mut mem.msgs {

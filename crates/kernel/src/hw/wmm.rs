@@ -274,6 +274,19 @@ impl ThreadView {
             tlbis: Vec::new(),
         }
     }
+    /// This view without its per-location entries (`coh`, `fwd`,
+    /// `last_read`, `walks` empty): for a renaming that reorders them.
+    pub(crate) fn clone_scalars(&self) -> ThreadView {
+        ThreadView {
+            coh: Vec::new(),
+            fwd: Vec::new(),
+            last_read: Vec::new(),
+            walks: Vec::new(),
+            promises: self.promises.clone(),
+            tlbis: self.tlbis.clone(),
+            ..*self
+        }
+    }
     /// VMSA: the TLBIs issued and not yet completed by a full `DSB`.
     pub fn pending_tlbis(&self) -> usize {
         self.tlbis.len()
