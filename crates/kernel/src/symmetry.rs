@@ -427,17 +427,54 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
         }
         h.finish()
     };
+    // Only the renamings that put the CPUs' signatures in the least order
+    // are fingerprinted (usually one): the choice depends only on the
+    // renamed worlds, so renamings of each other still agree.
+    let sig = cpu_signatures::<H>(w, &cpu_fixed, &task_fixed);
     let identity: Vec<CpuId> = (0..cpus.len() as CpuId).collect();
-    let mut best = fp(&Renaming {
-        cpu: &identity,
-        task: (0..tasks.len() as TaskId).collect(),
-    });
-    for perm in perms {
-        if let Some(task) = w.task_perm(perm) {
-            best = best.min(fp(&Renaming { cpu: perm, task }));
+    let mut cands: Vec<(Vec<u64>, &[CpuId], Vec<TaskId>)> = Vec::new();
+    let ident_task = (0..tasks.len() as TaskId).collect();
+    let all = std::iter::once((&identity[..], Some(ident_task)));
+    let all = all.chain(perms.iter().map(|p| (&p[..], w.task_perm(p))));
+    for (perm, task) in all {
+        let Some(task) = task else { continue };
+        let mut order = vec![0; perm.len()];
+        for (c, &to) in perm.iter().enumerate() {
+            order[to as usize] = sig[c];
+        }
+        match cands.first().map(|c| order.cmp(&c.0)) {
+            Some(std::cmp::Ordering::Greater) => {}
+            Some(std::cmp::Ordering::Less) => cands = vec![(order, perm, task)],
+            _ => cands.push((order, perm, task)),
         }
     }
-    best
+    cands
+        .into_iter()
+        .map(|(_, cpu, task)| fp(&Renaming { cpu, task }))
+        .min()
+        .expect("the identity applies")
+}
+
+/// Per CPU, the hash of what a renaming carries along with it and holds
+/// no id: its id-free fields and those of its tasks, in id order (a
+/// renaming keeps the order of one CPU's tasks).
+fn cpu_signatures<H: Hasher + Default>(
+    w: &World,
+    cpu_fixed: &[u64],
+    task_fixed: &[u64],
+) -> Vec<u64> {
+    let mut hs: Vec<H> = cpu_fixed
+        .iter()
+        .map(|f| {
+            let mut h = H::default();
+            f.hash(&mut h);
+            h
+        })
+        .collect();
+    for (t, task) in w.tasks.iter().enumerate() {
+        task_fixed[t].hash(&mut hs[task.cpu as usize]);
+    }
+    hs.iter().map(|h| h.finish()).collect()
 }
 
 /// The hash of a CPU's fields that hold no ids.
