@@ -1,0 +1,361 @@
+//! Issue 34 item 4, mutants over the whole model: tests that kill the
+//! cargo-mutants survivors of `arch/arm64/{context,fault,tlbflush}.rs`
+//! mutated in full (arch/arm64/mm/context.c's `check_and_switch_context`
+//! split into the checker's steps, arch/arm64/mm/fault.c's
+//! `__ptep_set_access_flags` and `flush_tlb_fix_spurious_fault` under the
+//! weak memory model, asm/tlbflush.h). See docs/mutants.md. Every expected
+//! value is derived in a comment from the kernel code the function models.
+
+use kernel::arch::arm64::fault::{__ptep_set_access_flags, flush_tlb_fix_spurious_fault};
+use kernel::hw::memory_model::{self as mo, Loc, MemoryModel};
+use kernel::world::{Flow, Frame};
+use kernel::{Effects, Label, MmId, TaskId, World, INIT_MM};
+use machine::mem::{pte, FrameUse};
+use machine::tlb::TlbHit;
+use machine::{CpuId, Pfn, Scenario, PAGE_SIZE};
+
+const VA: u64 = 0x7f00_0000_0000;
+
+fn arm64(cpus: u32, sets: &[&str]) -> World {
+    let mut s = Scenario::default();
+    s.machine.arch = machine::scenario::Arch::Arm64;
+    s.machine.cpus = cpus;
+    for kv in sets {
+        s.set(kv).unwrap();
+    }
+    s.validate().unwrap();
+    World::new(&s).unwrap()
+}
+
+fn traced() -> Effects {
+    Effects {
+        tracing: true,
+        ..Effects::default()
+    }
+}
+
+fn ro(pfn: Pfn) -> TlbHit {
+    TlbHit {
+        pfn,
+        frame_gen: 0,
+        writable: false,
+        huge: false,
+        owner: 1,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// arch/arm64/mm/context.c: check_and_switch_context in the checker's steps
+// ---------------------------------------------------------------------------
+
+/// `context_switch` → `switch_mm` on `cpu` (running task `t`) with
+/// `split_steps`: the fast path's reads run here and push the rest of
+/// `check_and_switch_context` on `t`'s stack (IRQs off until
+/// `cpu_switch_mm`). Returns the frame's first program point.
+fn begin(
+    w: &mut World,
+    cpu: CpuId,
+    t: TaskId,
+    next: MmId,
+) -> kernel::arch::arm64::context::ContextPc {
+    w.cpus[cpu as usize].curr = Some(t);
+    let prev = w.cpus[cpu as usize].tlbstate.loaded_mm;
+    let irqs = w.cpus[cpu as usize].irqs_off;
+    kernel::arch::switch_mm(w, cpu, next, &mut Effects::default());
+    assert_eq!(w.cpus[cpu as usize].irqs_off, irqs + 1, "IRQs off");
+    assert_eq!(
+        w.cpus[cpu as usize].tlbstate.loaded_mm, prev,
+        "not switched yet"
+    );
+    match w.tasks[t as usize].kstack.last() {
+        Some(Frame::Arm64CheckAndSwitchContext(f)) => {
+            assert_eq!((f.prev, f.next), (prev, next));
+            f.pc
+        }
+        _ => panic!("check_and_switch_context was not pushed"),
+    }
+}
+
+/// One step of the frame `begin` pushed on `t`'s stack; popped when it
+/// returns. The flow and the `SwitchMm` labels of the step.
+fn step(w: &mut World, cpu: CpuId, t: TaskId) -> (Flow, Vec<(MmId, MmId, bool)>) {
+    let mut fx = traced();
+    let flow = match w.tasks[t as usize].kstack.last_mut() {
+        Some(Frame::Arm64CheckAndSwitchContext(f)) => {
+            let mut f = *f;
+            let flow = f.step(w, cpu, &mut fx);
+            *w.tasks[t as usize].kstack.last_mut().unwrap() = Frame::Arm64CheckAndSwitchContext(f);
+            flow
+        }
+        _ => panic!("no check_and_switch_context frame"),
+    };
+    if matches!(flow, Flow::Return) {
+        w.tasks[t as usize].kstack.pop();
+    }
+    let labels = fx
+        .labels
+        .iter()
+        .filter_map(|l| match *l {
+            Label::SwitchMm { from, to, flush } => Some((from, to, flush)),
+            _ => None,
+        })
+        .collect();
+    (flow, labels)
+}
+
+/// A whole split switch: `begin`, then steps until it returns (at most 2).
+fn switch(w: &mut World, cpu: CpuId, t: TaskId, next: MmId) {
+    begin(w, cpu, t, next);
+    for _ in 0..2 {
+        if matches!(step(w, cpu, t).0, Flow::Return) {
+            return;
+        }
+    }
+    panic!("the switch did not return");
+}
+
+/// 2-bit ASIDs (1, 2, 3 for user mms), 2 CPUs, `split_steps`:
+/// - CPU0 to A, then B: the slow path (a new mm is never of the current
+///   generation), ASIDs 1 and 2, no flush, TTBR0 written each time.
+/// - CPU0 back to A: A is of this generation and `active_asids` holds B's
+///   id (not 0): the fast path, whose `cmpxchg` is pushed as its own step.
+///   Left pending while CPU1 switches to C (ASID 3) and D: no ASID is
+///   free, D's `new_context` rolls over: `flush_context` `xchg`es every
+///   CPU's `active_asids` to 0 and marks a flush pending on every CPU;
+///   CPU1's slow path flushes its TLB at once (`local_flush_tlb_all`).
+/// - CPU0's `cmpxchg` then finds 0, not B's id: it fails, and the step
+///   yields to the slow path (nothing switched yet); the slow path gives A
+///   an ASID of the new generation and flushes CPU0's TLB (its pending
+///   flush): two full flushes in all, five TTBR0 writes.
+#[test]
+fn split_switch_fast_path_cmpxchg_loses_to_a_rollover() {
+    use kernel::arch::arm64::context::ContextPc;
+    let mut w = arm64(2, &["arm64.asid_bits=2"]);
+    w.cfg.split_steps = true;
+    let m: Vec<MmId> = (0..4).map(|_| w.mm_alloc().unwrap()).collect();
+    let (a, b, c, d) = (m[0], m[1], m[2], m[3]);
+    let t0 = w.spawn(a, 0, vec![], false);
+    let t1 = w.spawn(c, 1, vec![], false);
+    let irqs = w.cpus[0].irqs_off;
+
+    assert_eq!(begin(&mut w, 0, t0, a), ContextPc::SlowPath);
+    let (flow, labels) = step(&mut w, 0, t0);
+    assert!(matches!(flow, Flow::Return));
+    assert_eq!(labels, [(INIT_MM, a, false)]);
+    assert_eq!(w.cpus[0].irqs_off, irqs, "IRQs on after cpu_switch_mm");
+    assert_eq!(
+        (
+            w.cpus[0].tlbstate.loaded_mm,
+            w.cpus[0].tlbstate.loaded_mm_asid
+        ),
+        (a, 1)
+    );
+    switch(&mut w, 0, t0, b);
+    assert_eq!(w.cpus[0].tlbstate.loaded_mm_asid, 2);
+    assert_eq!((w.counters.cr3_writes, w.counters.full_flushes), (2, 0));
+
+    // Back to A: the fast path; its cmpxchg would succeed now.
+    assert_eq!(begin(&mut w, 0, t0, a), ContextPc::Cmpxchg);
+    // CPU1: C takes ASID 3, D rolls the generation over.
+    switch(&mut w, 1, t1, c);
+    assert_eq!(w.cpus[1].tlbstate.loaded_mm_asid, 3);
+    assert_eq!(w.asids.rollovers, 0);
+    assert_eq!(begin(&mut w, 1, t1, d), ContextPc::SlowPath);
+    let (flow, labels) = step(&mut w, 1, t1);
+    assert!(matches!(flow, Flow::Return));
+    assert_eq!(w.asids.rollovers, 1);
+    assert_eq!(labels, [(c, d, true)], "CPU1 flushes at its rollover");
+    assert_eq!((w.counters.cr3_writes, w.counters.full_flushes), (4, 1));
+
+    // CPU0's cmpxchg finds active_asids zeroed: fails, no switch yet.
+    let (flow, labels) = step(&mut w, 0, t0);
+    assert!(
+        matches!(flow, Flow::Yield),
+        "the slow path is the next step"
+    );
+    assert!(labels.is_empty());
+    assert_eq!(w.cpus[0].tlbstate.loaded_mm, b);
+    assert_eq!(w.counters.cr3_writes, 4);
+    // The slow path: a new-generation ASID for A, and CPU0's pending flush.
+    let (flow, labels) = step(&mut w, 0, t0);
+    assert!(matches!(flow, Flow::Return));
+    assert_eq!(labels, [(b, a, true)]);
+    let id = *w.mms[a as usize].context_id;
+    assert!(w.asids.gen_match(id), "A is of the new generation");
+    assert_eq!(
+        (
+            w.cpus[0].tlbstate.loaded_mm,
+            w.cpus[0].tlbstate.loaded_mm_asid
+        ),
+        (a, w.asids.idx(id))
+    );
+    assert_eq!((w.counters.cr3_writes, w.counters.full_flushes), (5, 2));
+    assert_eq!(w.cpus[0].irqs_off, irqs);
+}
+
+/// The fast path whose `cmpxchg` succeeds switches in that one step, with
+/// the mm's ASID and no flush (`switch_mm_fastpath`).
+#[test]
+fn split_switch_fast_path_switches_in_one_step() {
+    use kernel::arch::arm64::context::ContextPc;
+    let mut w = arm64(2, &[]);
+    w.cfg.split_steps = true;
+    let (a, b) = (w.mm_alloc().unwrap(), w.mm_alloc().unwrap());
+    let t = w.spawn(a, 0, vec![], false);
+    switch(&mut w, 0, t, a);
+    switch(&mut w, 0, t, b);
+    assert_eq!(begin(&mut w, 0, t, a), ContextPc::Cmpxchg);
+    let (flow, labels) = step(&mut w, 0, t);
+    assert!(matches!(flow, Flow::Return), "switched in the cmpxchg step");
+    assert_eq!(labels, [(b, a, false)]);
+    assert_eq!(
+        (
+            w.cpus[0].tlbstate.loaded_mm,
+            w.cpus[0].tlbstate.loaded_mm_asid
+        ),
+        (a, 1)
+    );
+    assert_eq!((w.counters.cr3_writes, w.counters.full_flushes), (3, 0));
+    assert!(w.tasks[t as usize].kstack.is_empty());
+}
+
+// ---------------------------------------------------------------------------
+// arch/arm64/mm/fault.c under the weak memory model
+// ---------------------------------------------------------------------------
+
+/// A 3-CPU world whose mm runs on CPUs 0 and 1; a PTE table whose entry 1
+/// maps `page` read-only, cached by CPUs 0 and 1 with the pages around it.
+/// `page` has bit 12 set, so a mask that clears bit 12 names another page.
+fn wp_world(sets: &[&str]) -> (World, MmId, Pfn, u16, u64) {
+    let mut w = arm64(3, sets);
+    let mm = w.mm_alloc().unwrap();
+    let mut fx = Effects::default();
+    kernel::arch::switch_mm(&mut w, 0, mm, &mut fx);
+    kernel::arch::switch_mm(&mut w, 1, mm, &mut fx);
+    let asid = w.cpus[0].tlbstate.loaded_mm_asid;
+    let table = w.mem.alloc(FrameUse::Table(1)).unwrap();
+    w.mem.write(table, 1, pte::make(5, pte::PRESENT));
+    let page = VA + PAGE_SIZE;
+    for c in 0..2 {
+        for va in [page - PAGE_SIZE, page, page + PAGE_SIZE] {
+            w.cpus[c].tlb.fill(asid, va, ro(5));
+        }
+    }
+    w.cfg.memory_model = MemoryModel::Weak;
+    (w, mm, table, asid, page)
+}
+
+fn cached(w: &mut World, cpu: usize, asid: u16, va: u64) -> bool {
+    w.cpus[cpu].tlb.lookup(asid, va).is_some()
+}
+
+/// Upstream `__ptep_set_access_flags` of a write (`dirty`) under the weak
+/// model: the PTE store goes to CPU0's buffer, `flush_tlb_page` of the
+/// fault address's page: `dsb(ishst)` drains the PTE to memory, `TLBI
+/// VALE1IS` of the page (the address rounded down), `dsb(ish)` completes it
+/// on every CPU. Returns true (the PTE changed). Only that page goes, on
+/// CPUs 0 and 1; the pages around it stay. The same entry again: no
+/// change, false, no TLBI.
+#[test]
+fn weak_write_upgrade_broadcasts_the_page_of_the_fault() {
+    let (mut w, mm, table, asid, page) = wp_world(&[]);
+    let entry = pte::make(5, pte::PRESENT | pte::WRITE);
+    let mut fx = Effects::default();
+    let changed =
+        __ptep_set_access_flags(&mut w, 0, mm, table, 1, page + 0x123, entry, true, &mut fx);
+    assert!(changed);
+    assert_eq!(w.mem.read(table, 1), Some(entry), "dsb(ishst) drained it");
+    assert!(w.membufs[0].is_empty(), "dsb(ish) completed the TLBI");
+    for c in 0..2 {
+        assert!(!cached(&mut w, c, asid, page), "CPU{c}");
+        assert!(cached(&mut w, c, asid, page - PAGE_SIZE), "CPU{c}");
+        assert!(cached(&mut w, c, asid, page + PAGE_SIZE), "CPU{c}");
+    }
+    assert_eq!((w.counters.tlbi_is, w.counters.dsb_ish), (1, 1));
+    let again = __ptep_set_access_flags(&mut w, 0, mm, table, 1, page, entry, true, &mut fx);
+    assert!(!again, "the PTE already holds it");
+    assert_eq!(w.counters.tlbi_is, 1);
+}
+
+/// The seed (`arm64.wp_reuse_flush=local`) under the weak model: `TLBI
+/// VALE1` of the page on CPU0 only (`dsb(nsh)`): CPU1 keeps its stale
+/// read-only entry.
+#[test]
+fn weak_write_upgrade_with_the_seed_flushes_this_cpu_only() {
+    let (mut w, mm, table, asid, page) = wp_world(&["arm64.wp_reuse_flush=local"]);
+    let entry = pte::make(5, pte::PRESENT | pte::WRITE);
+    let mut fx = Effects::default();
+    assert!(__ptep_set_access_flags(
+        &mut w,
+        0,
+        mm,
+        table,
+        1,
+        page + 0x123,
+        entry,
+        true,
+        &mut fx
+    ));
+    assert_eq!(w.mem.read(table, 1), Some(entry));
+    assert!(w.membufs[0].is_empty());
+    assert!(!cached(&mut w, 0, asid, page));
+    assert!(cached(&mut w, 0, asid, page - PAGE_SIZE));
+    assert!(cached(&mut w, 1, asid, page), "CPU1 keeps it");
+    assert_eq!((w.counters.tlbi_local, w.counters.tlbi_is), (1, 0));
+}
+
+/// A young-only update (`dirty` false: `ptep_set_access_flags` from the
+/// access-flag fault) needs no flush (fault.c: `if (dirty)
+/// flush_tlb_page`): the PTE is written at once (the model keeps it
+/// sequentially consistent), every cached entry stays, no TLBI.
+#[test]
+fn weak_young_update_writes_the_pte_and_flushes_nothing() {
+    let (mut w, mm, table, asid, page) = wp_world(&[]);
+    let entry = pte::make(5, pte::PRESENT | pte::ACCESSED);
+    let mut fx = Effects::default();
+    assert!(__ptep_set_access_flags(
+        &mut w, 0, mm, table, 1, page, entry, false, &mut fx
+    ));
+    assert_eq!(w.mem.read(table, 1), Some(entry));
+    assert!(w.membufs[0].is_empty());
+    for c in 0..2 {
+        assert!(cached(&mut w, c, asid, page), "CPU{c}");
+    }
+    assert_eq!((w.counters.tlbi_is, w.counters.tlbi_local), (0, 0));
+}
+
+/// The seed's `flush_tlb_fix_spurious_fault` (`local_flush_tlb_page_nonotify`):
+/// under the weak model `dsb(nshst)` first, which drains this CPU's
+/// buffered stores, then `TLBI VALE1` of the page on this CPU; under SC the
+/// simulator's `local_flush_tlb_page` (one `TlbiLocal` label). Upstream
+/// (`spurious_fault_flush = none`): nothing.
+#[test]
+fn spurious_fault_fix_is_a_local_tlbi_ordered_after_earlier_stores() {
+    let (mut w, mm, table, asid, page) = wp_world(&["arm64.spurious_fault_flush=local"]);
+    let loc = Loc::Pte { table, idx: 2 };
+    let mut fx = Effects::default();
+    mo::store(&mut w, 0, loc, 77, &mut fx);
+    assert!(!w.membufs[0].is_empty(), "buffered");
+    flush_tlb_fix_spurious_fault(&mut w, 0, mm, page + 0x10, &mut fx);
+    assert!(w.membufs[0].is_empty(), "dsb(nshst) and dsb(nsh)");
+    assert_eq!(w.mem.read(table, 2), Some(77));
+    assert!(!cached(&mut w, 0, asid, page));
+    assert!(cached(&mut w, 1, asid, page), "local only");
+    assert_eq!(w.counters.tlbi_local, 1);
+    // Under SC: the simulator's local flush, labelled.
+    let (mut w, mm, _, asid, page) = wp_world(&["arm64.spurious_fault_flush=local"]);
+    w.cfg.memory_model = MemoryModel::Sc;
+    let mut fx = traced();
+    flush_tlb_fix_spurious_fault(&mut w, 0, mm, page, &mut fx);
+    assert!(!cached(&mut w, 0, asid, page));
+    assert!(
+        fx.labels.contains(&Label::TlbiLocal { asid, va: page }),
+        "{:?}",
+        fx.labels
+    );
+    // Upstream: a no-op.
+    let (mut w, mm, _, asid, page) = wp_world(&[]);
+    flush_tlb_fix_spurious_fault(&mut w, 0, mm, page, &mut Effects::default());
+    assert!(cached(&mut w, 0, asid, page));
+    assert_eq!(w.counters.tlbi_local, 0);
+}
