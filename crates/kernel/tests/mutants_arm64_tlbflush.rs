@@ -359,3 +359,398 @@ fn spurious_fault_fix_is_a_local_tlbi_ordered_after_earlier_stores() {
     assert!(cached(&mut w, 0, asid, page));
     assert_eq!(w.counters.tlbi_local, 0);
 }
+
+// ---------------------------------------------------------------------------
+// asm/tlbflush.h: flush_tlb_mm, flush_tlb_page, __flush_tlb_range
+// ---------------------------------------------------------------------------
+
+/// The ASID of the mm [`tlbi_world`] gives (16-bit ASIDs: generation
+/// `1 << 16`, index 5).
+const ASID: u16 = 5;
+
+/// A 3-CPU arm64 world with an mm of ASID [`ASID`]; CPUs 0 and 1 cache
+/// under it the page below `VA` and the `pages` pages from `VA`, and `VA`
+/// under ASID 6 (another mm).
+fn tlbi_world(pages: u64) -> (World, MmId) {
+    let mut w = arm64(3, &[]);
+    let mm = w.mm_alloc().unwrap();
+    *w.mms[mm as usize].context_id = (1 << 16) | u64::from(ASID);
+    for c in 0..2 {
+        for i in 0..=pages {
+            // i = 0: the page below VA.
+            w.cpus[c]
+                .tlb
+                .fill(ASID, VA - PAGE_SIZE + i * PAGE_SIZE, ro(5));
+        }
+        w.cpus[c].tlb.fill(ASID + 1, VA, ro(6));
+    }
+    (w, mm)
+}
+
+fn tlbi_labels(fx: &Effects) -> Vec<(u16, u64, Option<u64>, u32)> {
+    fx.labels
+        .iter()
+        .filter_map(|l| match *l {
+            Label::TlbiIs {
+                asid,
+                va,
+                pages,
+                ops,
+            } => Some((asid, va, pages, ops)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `flush_tlb_mm`: `dsb(ishst); TLBI ASIDE1IS; dsb(ish)`: every CPU drops
+/// every entry of the ASID, not another ASID's; one TLBI, one DSB ISH. An
+/// mm that never ran (context id 0) has nothing to flush: no TLBI.
+#[test]
+fn flush_tlb_mm_is_one_aside1is_and_one_dsb() {
+    let (mut w, mm) = tlbi_world(2);
+    let mut fx = traced();
+    kernel::arch::arm64::tlbflush::flush_tlb_mm(&mut w, mm, &mut fx);
+    for c in 0..2 {
+        for i in 0..3 {
+            let va = VA - PAGE_SIZE + i * PAGE_SIZE;
+            assert!(!cached(&mut w, c, ASID, va), "CPU{c} {va:#x}");
+        }
+        assert!(cached(&mut w, c, ASID + 1, VA), "CPU{c}: another ASID");
+    }
+    assert_eq!((w.counters.tlbi_is, w.counters.dsb_ish), (1, 1));
+    assert_eq!(tlbi_labels(&fx), [(ASID, 0, None, 1)]);
+    let never = w.mm_alloc().unwrap();
+    kernel::arch::arm64::tlbflush::flush_tlb_mm(&mut w, never, &mut fx);
+    assert_eq!((w.counters.tlbi_is, w.counters.dsb_ish), (1, 1));
+}
+
+/// `flush_tlb_page`: `__flush_tlb_range(vma, va, va + PAGE_SIZE,
+/// PAGE_SIZE, true, 3)`: one `TLBI VALE1IS` of that page: both CPUs drop
+/// it, keep the pages around it; one TLBI, one DSB ISH.
+#[test]
+fn flush_tlb_page_is_one_vale1is_of_that_page() {
+    let (mut w, mm) = tlbi_world(2);
+    let mut fx = traced();
+    kernel::arch::arm64::tlbflush::flush_tlb_page(&mut w, mm, VA, &mut fx);
+    for c in 0..2 {
+        assert!(!cached(&mut w, c, ASID, VA), "CPU{c}");
+        assert!(cached(&mut w, c, ASID, VA - PAGE_SIZE), "CPU{c}");
+        assert!(cached(&mut w, c, ASID, VA + PAGE_SIZE), "CPU{c}");
+        assert!(cached(&mut w, c, ASID + 1, VA), "CPU{c}");
+    }
+    assert_eq!((w.counters.tlbi_is, w.counters.dsb_ish), (1, 1));
+    assert_eq!(tlbi_labels(&fx), [(ASID, VA, Some(1), 1)]);
+}
+
+/// With FEAT_TLBIRANGE (`arm64.range_tlbi`) `__flush_tlb_range` falls back
+/// to `flush_tlb_mm` only for more than `MAX_TLBI_RANGE_PAGES` (2^21)
+/// pages (`pages > MAX_TLBI_RANGE_PAGES`): two pages are one range op
+/// (`(num + 1) << (5 * scale + 1)` = 2 at scale 0, num 0) that keeps the
+/// pages around them; exactly 2^21 pages are one range op too (scale 3,
+/// num 31) and keep the page below; 2^21 + 1 pages are the whole ASID.
+#[test]
+fn range_tlbi_covers_up_to_max_tlbi_range_pages() {
+    use kernel::arch::arm64::tlbflush::{__flush_tlb_range, MAX_TLBI_RANGE_PAGES};
+    let (mut w, mm) = tlbi_world(3);
+    w.cfg.arm64.range_tlbi = true;
+    let mut fx = traced();
+    __flush_tlb_range(&mut w, mm, VA, VA + 2 * PAGE_SIZE, PAGE_SIZE, true, &mut fx);
+    for c in 0..2 {
+        assert!(!cached(&mut w, c, ASID, VA) && !cached(&mut w, c, ASID, VA + PAGE_SIZE));
+        assert!(
+            cached(&mut w, c, ASID, VA - PAGE_SIZE),
+            "CPU{c}: below the range"
+        );
+        assert!(
+            cached(&mut w, c, ASID, VA + 2 * PAGE_SIZE),
+            "CPU{c}: above it"
+        );
+    }
+    assert_eq!((w.counters.tlbi_is, w.counters.dsb_ish), (1, 1));
+    assert_eq!(tlbi_labels(&fx), [(ASID, VA, Some(2), 1)]);
+
+    let (mut w, mm) = tlbi_world(1);
+    w.cfg.arm64.range_tlbi = true;
+    let mut fx = traced();
+    let end = VA + MAX_TLBI_RANGE_PAGES * PAGE_SIZE;
+    __flush_tlb_range(&mut w, mm, VA, end, PAGE_SIZE, true, &mut fx);
+    for c in 0..2 {
+        assert!(!cached(&mut w, c, ASID, VA), "CPU{c}");
+        assert!(
+            cached(&mut w, c, ASID, VA - PAGE_SIZE),
+            "CPU{c}: a range op, not the ASID"
+        );
+    }
+    assert_eq!(
+        tlbi_labels(&fx),
+        [(ASID, VA, Some(MAX_TLBI_RANGE_PAGES), 1)]
+    );
+    assert_eq!((w.counters.tlbi_is, w.counters.dsb_ish), (1, 1));
+
+    // One page more, from the second page of the address space: the ASID.
+    let (mut w, mm) = tlbi_world(1);
+    w.cfg.arm64.range_tlbi = true;
+    let mut fx = traced();
+    let end = PAGE_SIZE + (MAX_TLBI_RANGE_PAGES + 1) * PAGE_SIZE;
+    __flush_tlb_range(&mut w, mm, PAGE_SIZE, end, PAGE_SIZE, true, &mut fx);
+    assert!(!cached(&mut w, 1, ASID, VA - PAGE_SIZE), "the whole ASID");
+    assert_eq!(tlbi_labels(&fx), [(ASID, 0, None, 1)]);
+    assert_eq!((w.counters.tlbi_is, w.counters.dsb_ish), (1, 1));
+}
+
+/// Without FEAT_TLBIRANGE: `end - start >= MAX_DVM_OPS * stride` (2 MiB of
+/// 4 KiB strides) is the whole ASID; a one-page range high in the address
+/// space (where `end + start` would pass 2 MiB) is one `TLBI VALE1IS`.
+/// 511 pages are 511 TLBIs and one DSB.
+#[test]
+fn without_range_tlbi_a_small_range_high_up_is_per_page() {
+    use kernel::arch::arm64::tlbflush::__flush_tlb_range;
+    let (mut w, mm) = tlbi_world(2);
+    let mut fx = traced();
+    __flush_tlb_range(&mut w, mm, VA, VA + PAGE_SIZE, PAGE_SIZE, true, &mut fx);
+    assert!(!cached(&mut w, 0, ASID, VA));
+    assert!(cached(&mut w, 0, ASID, VA + PAGE_SIZE));
+    assert_eq!(tlbi_labels(&fx), [(ASID, VA, Some(1), 1)]);
+    let mut fx = traced();
+    __flush_tlb_range(
+        &mut w,
+        mm,
+        VA,
+        VA + 511 * PAGE_SIZE,
+        PAGE_SIZE,
+        true,
+        &mut fx,
+    );
+    assert!(cached(&mut w, 0, ASID, VA - PAGE_SIZE));
+    assert_eq!(tlbi_labels(&fx), [(ASID, VA, Some(511), 511)]);
+    assert_eq!((w.counters.tlbi_is, w.counters.dsb_ish), (512, 2));
+}
+
+// ---------------------------------------------------------------------------
+// Under the checker's weak model: TLBIs in flight until a DSB
+// ---------------------------------------------------------------------------
+
+fn buffered_tlbis(fx: &Effects) -> Vec<u64> {
+    fx.labels
+        .iter()
+        .filter_map(|l| match *l {
+            Label::StoreBuffered {
+                loc: Loc::Tlbi { va, .. },
+                ..
+            } => Some(va),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `__flush_tlb_range` under the weak model (`flush_tlb_range_weak`): up
+/// to `STORE_BUFFER_DEPTH` (4) pages, one `TLBI VALE1IS` per page goes
+/// into CPU0's buffer (in flight), `va = start + i * PAGE_SIZE`, and the
+/// `dsb(ish)` (no store buffered before it) completes them: the 4 pages go
+/// on both CPUs, the pages around stay; 4 TLBIs, 1 DSB. 5 pages complete
+/// as issued (`__flush_tlb_range`: one `TlbiIs` label, nothing buffered).
+#[test]
+fn weak_range_flush_puts_up_to_four_tlbis_in_flight() {
+    use kernel::arch::arm64::tlbflush::flush_tlb_range_weak;
+    let (mut w, mm) = tlbi_world(5);
+    w.cfg.memory_model = MemoryModel::Weak;
+    let mut fx = traced();
+    let dsb = flush_tlb_range_weak(&mut w, 0, mm, VA, VA + 4 * PAGE_SIZE, true, &mut fx);
+    assert!(dsb.is_none(), "nothing buffered at the dsb(ish): done here");
+    let pages: Vec<u64> = (0..4).map(|i| VA + i * PAGE_SIZE).collect();
+    assert_eq!(buffered_tlbis(&fx), pages);
+    assert!(tlbi_labels(&fx).is_empty());
+    assert!(w.membufs[0].is_empty(), "completed by the dsb(ish)");
+    for c in 0..2 {
+        for &va in &pages {
+            assert!(!cached(&mut w, c, ASID, va), "CPU{c} {va:#x}");
+        }
+        assert!(cached(&mut w, c, ASID, VA - PAGE_SIZE), "CPU{c}");
+        assert!(cached(&mut w, c, ASID, VA + 4 * PAGE_SIZE), "CPU{c}");
+    }
+    assert_eq!((w.counters.tlbi_is, w.counters.dsb_ish), (4, 1));
+
+    let (mut w, mm) = tlbi_world(5);
+    w.cfg.memory_model = MemoryModel::Weak;
+    let mut fx = traced();
+    let dsb = flush_tlb_range_weak(&mut w, 0, mm, VA, VA + 5 * PAGE_SIZE, true, &mut fx);
+    assert!(dsb.is_none());
+    assert!(
+        buffered_tlbis(&fx).is_empty(),
+        "5 pages: completed as issued"
+    );
+    assert_eq!(tlbi_labels(&fx), [(ASID, VA, Some(5), 5)]);
+    assert!(cached(&mut w, 0, ASID, VA - PAGE_SIZE));
+    assert!(!cached(&mut w, 1, ASID, VA + 4 * PAGE_SIZE));
+}
+
+/// The write upgrade's broadcast under the weak model goes through CPU0's
+/// buffer as one in-flight TLBI of the page (not a completed
+/// `__flush_tlb_range`).
+#[test]
+fn weak_write_upgrade_tlbi_is_buffered_then_completed() {
+    let (mut w, mm, table, asid, page) = wp_world(&[]);
+    let entry = pte::make(5, pte::PRESENT | pte::WRITE);
+    let mut fx = traced();
+    assert!(__ptep_set_access_flags(
+        &mut w,
+        0,
+        mm,
+        table,
+        1,
+        page + 0x123,
+        entry,
+        true,
+        &mut fx
+    ));
+    assert_eq!(buffered_tlbis(&fx), [page]);
+    assert!(tlbi_labels(&fx).is_empty());
+    assert!(!cached(&mut w, 1, asid, page));
+}
+
+/// arm64's unmap batch (`arch_tlbbatch_add_pending` →
+/// `__flush_tlb_range_nosync`): `TLBI VALE1IS` of the page goes out at
+/// once (under SC it is done: both CPUs drop the page, keep the next);
+/// counted in the batch for the one `DSB ISH` of `arch_tlbbatch_flush`,
+/// which prices the batch's TLBIs (`Dvm(2)`). An mm that never ran issues
+/// nothing but is still counted. Under the weak model the TLBI stays in
+/// CPU0's buffer until that DSB.
+#[test]
+fn unmap_batch_tlbis_go_out_at_once_and_one_dsb_waits_for_them() {
+    use kernel::arch::arm64::tlbflush::{
+        arch_tlbbatch_add_pending, arch_tlbbatch_flush, arch_tlbbatch_should_defer,
+        ArchTlbflushUnmapBatch,
+    };
+    use kernel::effects::Charge;
+    assert!(arch_tlbbatch_should_defer());
+    let (mut w, mm) = tlbi_world(2);
+    let never = w.mm_alloc().unwrap();
+    let mut batch = ArchTlbflushUnmapBatch::default();
+    let mut fx = traced();
+    arch_tlbbatch_add_pending(&mut w, 0, &mut batch, mm, VA, &mut fx);
+    arch_tlbbatch_add_pending(&mut w, 0, &mut batch, never, VA, &mut fx);
+    assert_eq!(batch.tlbis, 2);
+    for c in 0..2 {
+        assert!(!cached(&mut w, c, ASID, VA), "CPU{c}");
+        assert!(cached(&mut w, c, ASID, VA + PAGE_SIZE), "CPU{c}");
+        assert!(cached(&mut w, c, ASID, VA - PAGE_SIZE), "CPU{c}");
+    }
+    assert_eq!(tlbi_labels(&fx), [(ASID, VA, Some(1), 1)]);
+    assert_eq!((w.counters.tlbi_is, w.counters.dsb_ish), (1, 0));
+    let mut fx = Effects::default();
+    arch_tlbbatch_flush(&mut w, 0, batch, &mut fx);
+    assert_eq!(fx.charges, [Charge::Dvm(2)]);
+    assert_eq!((w.counters.dsb_ish, w.counters.tlbbatch_flushes), (1, 1));
+
+    let (mut w, mm) = tlbi_world(2);
+    w.cfg.memory_model = MemoryModel::Weak;
+    let mut batch = ArchTlbflushUnmapBatch::default();
+    let mut fx = Effects::default();
+    arch_tlbbatch_add_pending(&mut w, 0, &mut batch, mm, VA, &mut fx);
+    assert!(cached(&mut w, 1, ASID, VA), "in flight");
+    arch_tlbbatch_flush(&mut w, 0, batch, &mut fx);
+    assert!(w.membufs[0].is_empty());
+    for c in 0..2 {
+        assert!(!cached(&mut w, c, ASID, VA), "CPU{c}");
+        assert!(cached(&mut w, c, ASID, VA + PAGE_SIZE), "CPU{c}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// asm/tlb.h: tlb_flush; asm/mmu_context.h: switch_mm
+// ---------------------------------------------------------------------------
+
+/// arm64 `tlb_flush` of a gather that cleared two PTEs and freed no table:
+/// `__flush_tlb_range(vma, start, end, tlb_get_unmap_size(tlb) = PAGE_SIZE,
+/// last_level = true)`: two `TLBI VALE1IS` (one `TlbiIs` label of 2 pages)
+/// under SC; under the weak model two TLBIs through CPU0's buffer. The
+/// pages around stay. A `fullmm` gather (exit) that freed no table
+/// flushes nothing; one that freed tables is `flush_tlb_mm`.
+#[test]
+fn tlb_flush_of_a_pte_gather_is_per_page_and_fullmm_only_for_tables() {
+    use kernel::arch::arm64::tlbflush::tlb_flush;
+    for weak_model in [false, true] {
+        let (mut w, mm) = tlbi_world(3);
+        let t = w.spawn(mm, 0, vec![], false);
+        if weak_model {
+            w.cfg.memory_model = MemoryModel::Weak;
+        }
+        let g = &mut w.tasks[t as usize].gather;
+        g.tlb_gather_mmu(mm);
+        g.remove_page(11, VA);
+        g.remove_page(12, VA + PAGE_SIZE);
+        let mut fx = traced();
+        assert!(matches!(tlb_flush(&mut w, t, &mut fx), Flow::Yield));
+        if weak_model {
+            assert_eq!(buffered_tlbis(&fx), [VA, VA + PAGE_SIZE]);
+            assert!(tlbi_labels(&fx).is_empty());
+        } else {
+            assert!(buffered_tlbis(&fx).is_empty());
+            assert_eq!(tlbi_labels(&fx), [(ASID, VA, Some(2), 2)]);
+        }
+        for c in 0..2 {
+            assert!(!cached(&mut w, c, ASID, VA) && !cached(&mut w, c, ASID, VA + PAGE_SIZE));
+            assert!(cached(&mut w, c, ASID, VA - PAGE_SIZE), "CPU{c}");
+            assert!(cached(&mut w, c, ASID, VA + 2 * PAGE_SIZE), "CPU{c}");
+        }
+        assert_eq!((w.counters.tlbi_is, w.counters.dsb_ish), (2, 1));
+    }
+    for freed in [false, true] {
+        let (mut w, mm) = tlbi_world(2);
+        let t = w.spawn(mm, 0, vec![], false);
+        let g = &mut w.tasks[t as usize].gather;
+        g.tlb_gather_mmu_fullmm(mm);
+        g.remove_page(11, VA);
+        if freed {
+            g.remove_table(9, VA);
+        }
+        let mut fx = traced();
+        assert!(matches!(tlb_flush(&mut w, t, &mut fx), Flow::Yield));
+        assert_eq!(cached(&mut w, 1, ASID, VA), !freed, "fullmm, freed {freed}");
+        assert_eq!(cached(&mut w, 1, ASID, VA + PAGE_SIZE), !freed);
+        let expect = if freed {
+            vec![(ASID, 0, None, 1)]
+        } else {
+            vec![]
+        };
+        assert_eq!(tlbi_labels(&fx), expect);
+    }
+}
+
+/// arm64 `switch_mm` (SC, one step): to init_mm it loads the reserved TTBR0
+/// (no user ASID, no TTBR0 write counted); a switch whose
+/// `check_and_switch_context` rolled the ASIDs over flushes this CPU
+/// (`local_flush_tlb_all`, one full flush) and returns true. 2-bit ASIDs:
+/// A, B, C take 1, 2, 3 on CPU0; D rolls over.
+#[test]
+fn switch_mm_to_init_mm_and_across_a_rollover() {
+    use kernel::arch::arm64::tlbflush::switch_mm;
+    let mut w = arm64(2, &["arm64.asid_bits=2"]);
+    let m: Vec<MmId> = (0..4).map(|_| w.mm_alloc().unwrap()).collect();
+    let mut fx = traced();
+    assert!(!switch_mm(&mut w, 0, m[0], &mut fx));
+    assert_eq!(
+        (
+            w.cpus[0].tlbstate.loaded_mm,
+            w.cpus[0].tlbstate.loaded_mm_asid
+        ),
+        (m[0], 1)
+    );
+    assert!(!switch_mm(&mut w, 0, INIT_MM, &mut fx));
+    assert_eq!(
+        (
+            w.cpus[0].tlbstate.loaded_mm,
+            w.cpus[0].tlbstate.loaded_mm_asid
+        ),
+        (INIT_MM, 0)
+    );
+    assert_eq!(w.counters.cr3_writes, 1);
+    w.cpus[0].tlb.fill(1, VA, ro(5));
+    assert!(!switch_mm(&mut w, 0, m[1], &mut fx));
+    assert!(!switch_mm(&mut w, 0, m[2], &mut fx));
+    assert_eq!(w.counters.full_flushes, 0);
+    assert!(switch_mm(&mut w, 0, m[3], &mut fx), "D's switch rolls over");
+    assert_eq!(w.asids.rollovers, 1);
+    assert_eq!((w.counters.full_flushes, w.counters.cr3_writes), (1, 4));
+    assert!(!cached(&mut w, 0, 1, VA), "local_flush_tlb_all");
+}
