@@ -33,7 +33,7 @@
 //! Exploration: level-synchronous breadth-first search. The seen-set
 //! holds 64-bit fingerprints only, and node `i` of the search tree keeps
 //! only its parent and step (8 bytes: a base step's index, or a picked
-//! variant's index in a table of the variants met, [`Steps`]); the
+//! variant's index in a table of the variants met, `Steps`); the
 //! frontier is a list of node ids. A level's worlds are rebuilt on demand
 //! by re-executing the steps from the initial world: its nodes are in
 //! tree order (parent, then

@@ -6,7 +6,8 @@
 //! them) everywhere in a world gives a world that behaves the same up to
 //! that renaming. The checker uses it to store one state per orbit:
 //! [`canonical_fingerprint`] is the least fingerprint over a set of CPU
-//! permutations.
+//! permutations (over those that order the CPUs' id-free signatures
+//! least, usually one).
 //!
 //! A CPU permutation `perm` maps CPU `c` to `perm[c]`. Tasks follow their
 //! CPUs: the k-th task (in id order) whose `cpu` is `c` becomes the k-th
@@ -331,9 +332,10 @@ fn renamed(w: &World, r: &Renaming) -> Renamed {
 }
 
 /// The least fingerprint (with hasher `H`) of `w` renamed by the identity
-/// or by any permutation of `perms` that applies to it: equal for two
-/// worlds that are renamings of each other by those permutations (when
-/// they form a group), different otherwise (up to hash collisions).
+/// or by a permutation of `perms` that applies to it, among those that put
+/// the CPUs' id-free signatures in the least order: equal for
+/// two worlds that are renamings of each other by those permutations
+/// (when they form a group), different otherwise (up to hash collisions).
 ///
 /// Nothing is cloned per permutation where it can be helped: the parts
 /// without ids (memory, configuration, allocator) and the id-free fields
