@@ -6,42 +6,26 @@
 //! weak memory model, asm/tlbflush.h). See docs/mutants.md. Every expected
 //! value is derived in a comment from the kernel code the function models.
 
+mod common;
+
 use kernel::arch::arm64::fault::{__ptep_set_access_flags, flush_tlb_fix_spurious_fault};
 use kernel::hw::memory_model::{self as mo, Loc, MemoryModel};
 use kernel::world::{Flow, Frame};
 use kernel::{Effects, Label, MmId, TaskId, World, INIT_MM};
 use machine::mem::{pte, FrameUse};
 use machine::tlb::TlbHit;
-use machine::{CpuId, Pfn, Scenario, PAGE_SIZE};
+use machine::{CpuId, Pfn, PAGE_SIZE};
 
 const VA: u64 = 0x7f00_0000_0000;
 
 fn arm64(cpus: u32, sets: &[&str]) -> World {
-    let mut s = Scenario::default();
-    s.machine.arch = machine::scenario::Arch::Arm64;
-    s.machine.cpus = cpus;
-    for kv in sets {
-        s.set(kv).unwrap();
-    }
-    s.validate().unwrap();
-    World::new(&s).unwrap()
+    common::world(machine::scenario::Arch::Arm64, cpus, sets)
 }
 
-fn traced() -> Effects {
-    Effects {
-        tracing: true,
-        ..Effects::default()
-    }
-}
+use common::traced;
 
 fn ro(pfn: Pfn) -> TlbHit {
-    TlbHit {
-        pfn,
-        frame_gen: 0,
-        writable: false,
-        huge: false,
-        owner: 1,
-    }
+    common::tlb_hit(1, pfn, false)
 }
 
 // ---------------------------------------------------------------------------
@@ -245,6 +229,20 @@ fn wp_world(sets: &[&str]) -> (World, MmId, Pfn, u16, u64) {
     (w, mm, table, asid, page)
 }
 
+/// CPU0's write fault inside `page` (at `page + 0x123`, entry 1 of
+/// `table`) upgrading its PTE to `entry` (`__ptep_set_access_flags` with
+/// `dirty`): whether the PTE changed.
+fn write_fault(
+    w: &mut World,
+    mm: MmId,
+    table: Pfn,
+    page: u64,
+    entry: u64,
+    fx: &mut Effects,
+) -> bool {
+    __ptep_set_access_flags(w, 0, mm, table, 1, page + 0x123, entry, true, fx)
+}
+
 fn cached(w: &mut World, cpu: usize, asid: u16, va: u64) -> bool {
     w.cpus[cpu].tlb.lookup(asid, va).is_some()
 }
@@ -261,9 +259,7 @@ fn weak_write_upgrade_broadcasts_the_page_of_the_fault() {
     let (mut w, mm, table, asid, page) = wp_world(&[]);
     let entry = pte::make(5, pte::PRESENT | pte::WRITE);
     let mut fx = Effects::default();
-    let changed =
-        __ptep_set_access_flags(&mut w, 0, mm, table, 1, page + 0x123, entry, true, &mut fx);
-    assert!(changed);
+    assert!(write_fault(&mut w, mm, table, page, entry, &mut fx));
     assert_eq!(w.mem.read(table, 1), Some(entry), "dsb(ishst) drained it");
     assert!(w.membufs[0].is_empty(), "dsb(ish) completed the TLBI");
     for c in 0..2 {
@@ -285,17 +281,7 @@ fn weak_write_upgrade_with_the_seed_flushes_this_cpu_only() {
     let (mut w, mm, table, asid, page) = wp_world(&["arm64.wp_reuse_flush=local"]);
     let entry = pte::make(5, pte::PRESENT | pte::WRITE);
     let mut fx = Effects::default();
-    assert!(__ptep_set_access_flags(
-        &mut w,
-        0,
-        mm,
-        table,
-        1,
-        page + 0x123,
-        entry,
-        true,
-        &mut fx
-    ));
+    assert!(write_fault(&mut w, mm, table, page, entry, &mut fx));
     assert_eq!(w.mem.read(table, 1), Some(entry));
     assert!(w.membufs[0].is_empty());
     assert!(!cached(&mut w, 0, asid, page));
@@ -592,17 +578,7 @@ fn weak_write_upgrade_tlbi_is_buffered_then_completed() {
     let (mut w, mm, table, asid, page) = wp_world(&[]);
     let entry = pte::make(5, pte::PRESENT | pte::WRITE);
     let mut fx = traced();
-    assert!(__ptep_set_access_flags(
-        &mut w,
-        0,
-        mm,
-        table,
-        1,
-        page + 0x123,
-        entry,
-        true,
-        &mut fx
-    ));
+    assert!(write_fault(&mut w, mm, table, page, entry, &mut fx));
     assert_eq!(buffered_tlbis(&fx), [page]);
     assert!(tlbi_labels(&fx).is_empty());
     assert!(!cached(&mut w, 1, asid, page));

@@ -26,6 +26,8 @@
 //! when the hand-off bit is set, each derived from `rwsem_down_read_slowpath`,
 //! `rwsem_down_write_slowpath`, `rwsem_try_write_lock` and `rwsem_mark_wake`.
 
+mod common;
+
 use kernel::arch::asid::{
     asid_for_switch, fast_path_cmpxchg, fast_path_reads, flush_context, slow_path, AsidAllocator,
 };
@@ -33,28 +35,13 @@ use kernel::hw::memory_model::{Loc, MemoryModel};
 use kernel::locking::rwsem::{jiffies, Rwsem, MAX_READERS_WAKEUP, RWSEM_WAIT_TIMEOUT};
 use kernel::{Effects, Label, MmId, TaskId, World};
 use machine::scenario::Arch;
-use machine::Scenario;
 
 /// A world of `arch` with `cpus` CPUs, `sets` applied, and `n` mms.
 fn world(arch: Arch, cpus: u32, sets: &[&str], n: usize) -> (World, Vec<MmId>) {
-    let mut s = Scenario::default();
-    s.machine.arch = arch;
-    s.machine.cpus = cpus;
-    for kv in sets {
-        s.set(kv).unwrap();
-    }
-    s.validate().unwrap();
-    let mut w = World::new(&s).unwrap();
-    let mms = (0..n).map(|_| w.mm_alloc().unwrap()).collect();
-    (w, mms)
+    common::world_mms(arch, cpus, sets, n)
 }
 
-fn traced() -> Effects {
-    Effects {
-        tracing: true,
-        ..Effects::default()
-    }
-}
+use common::traced;
 
 /// The `new_context` labels of `fx` as (mm, asid, rollover), then cleared.
 fn new_contexts(fx: &mut Effects) -> Vec<(MmId, u16, bool)> {

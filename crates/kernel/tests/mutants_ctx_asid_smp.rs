@@ -8,6 +8,8 @@
 //! `mutants_asid_rwsem.rs`; `riscv_rollover_flushes_each_hart_once` drives
 //! its rollover through RISC-V's `set_mm_asid`.
 
+mod common;
+
 use kernel::arch::riscv::context::{
     mm_cpumask_store, mm_cpumask_test_own, read_mm_cpumask, switch_mm as riscv_switch_mm,
 };
@@ -21,7 +23,7 @@ use kernel::world::{Flow, Frame};
 use kernel::{Effects, Label, MmId, World, INIT_MM, TLB_FLUSH_ALL};
 use machine::scenario::Arch;
 use machine::tlb::TlbHit;
-use machine::{Cost, CpuId, CpuMask, Scenario, PAGE_SIZE};
+use machine::{Cost, CpuId, CpuMask, PAGE_SIZE};
 
 const VA: u64 = 0x4000_0000;
 /// A kernel address (an entry of init_mm, kept under ASID 0 here).
@@ -34,38 +36,18 @@ const KVA: u64 = 0xffff_8880_0000_0000;
 
 /// A RISC-V world of `cpus` harts with `sets` applied, and `n` mms.
 fn riscv(cpus: usize, sets: &[&str], n: usize) -> (World, Vec<MmId>) {
-    let mut s = Scenario::default();
-    s.machine.arch = Arch::Riscv;
-    s.machine.cpus = cpus as u32;
-    for kv in sets {
-        s.set(kv).unwrap();
-    }
-    s.validate().unwrap();
-    let mut w = World::new(&s).unwrap();
-    let mms = (0..n).map(|_| w.mm_alloc().unwrap()).collect();
-    (w, mms)
+    common::world_mms(Arch::Riscv, cpus as u32, sets, n)
 }
 
 fn hit(owner: MmId, pfn: u32) -> TlbHit {
-    TlbHit {
-        pfn,
-        frame_gen: 0,
-        writable: true,
-        huge: false,
-        owner,
-    }
+    common::tlb_hit(owner, pfn, true)
 }
 
 fn in_mask(w: &World, mm: MmId, cpu: CpuId) -> bool {
     w.mms[mm as usize].cpumask.test(cpu)
 }
 
-fn traced() -> Effects {
-    Effects {
-        tracing: true,
-        ..Effects::default()
-    }
-}
+use common::traced;
 
 fn switch_labels(fx: &Effects) -> Vec<(MmId, MmId, bool)> {
     fx.labels
@@ -352,14 +334,7 @@ fn world_of(arch: Arch, cpus: usize) -> World {
 }
 
 fn world_with(arch: Arch, cpus: usize, sets: &[&str]) -> World {
-    let mut s = Scenario::default();
-    s.machine.arch = arch;
-    s.machine.cpus = cpus as u32;
-    for kv in sets {
-        s.set(kv).unwrap();
-    }
-    s.validate().unwrap();
-    World::new(&s).unwrap()
+    common::world(arch, cpus as u32, sets)
 }
 
 fn mask_of(n: usize, cpus: &[CpuId]) -> CpuMask {

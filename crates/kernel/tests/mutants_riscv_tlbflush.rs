@@ -5,6 +5,8 @@
 //! fence and the unmap batch). See docs/mutants.md. Every expected value is
 //! derived in a comment from the kernel code the function models.
 
+mod common;
+
 use kernel::arch::riscv::context::switch_mm as riscv_switch_mm;
 use kernel::arch::riscv::tlbflush::{
     __ipi_flush_tlb_range_asid, arch_tlbbatch_add_pending, exit_mmap, local_flush_tlb_range_asid,
@@ -15,7 +17,7 @@ use kernel::world::{Flow, Frame};
 use kernel::{Effects, Label, MmId, World, INIT_MM, TLB_FLUSH_ALL};
 use machine::scenario::Arch;
 use machine::tlb::TlbHit;
-use machine::{Cost, CpuId, CpuMask, Scenario, PAGE_SIZE};
+use machine::{Cost, CpuId, CpuMask, PAGE_SIZE};
 
 const VA: u64 = 0x4000_0000;
 /// The hardware ASID given to the mms whose flushes are driven here.
@@ -25,46 +27,22 @@ const OTHER: u16 = 7;
 
 /// A RISC-V world of `cpus` harts with `sets` applied, and `n` mms.
 fn riscv(cpus: usize, sets: &[&str], n: usize) -> (World, Vec<MmId>) {
-    let mut s = Scenario::default();
-    s.machine.arch = Arch::Riscv;
-    s.machine.cpus = cpus as u32;
-    for kv in sets {
-        s.set(kv).unwrap();
-    }
-    s.validate().unwrap();
-    let mut w = World::new(&s).unwrap();
-    let mms = (0..n).map(|_| w.mm_alloc().unwrap()).collect();
-    (w, mms)
+    common::world_mms(Arch::Riscv, cpus as u32, sets, n)
 }
 
 /// A 4-hart world with one mm of ASID [`ASID`] (16-bit ASIDs: generation
 /// `1 << 16`, index 5) in the mm_cpumask of harts 0..=2.
 fn world(sets: &[&str]) -> (World, MmId) {
-    let (mut w, m) = riscv(4, sets, 1);
-    let mm = m[0];
+    let (mut w, mm) = common::riscv_mm_on_harts_0_to_2(sets);
     *w.mms[mm as usize].context_id = (1 << 16) | u64::from(ASID);
-    for c in 0..3 {
-        w.mms[mm as usize].cpumask.set(c);
-    }
     (w, mm)
 }
 
 fn hit(pfn: u32) -> TlbHit {
-    TlbHit {
-        pfn,
-        frame_gen: 0,
-        writable: true,
-        huge: false,
-        owner: 1,
-    }
+    common::tlb_hit(1, pfn, true)
 }
 
-fn traced() -> Effects {
-    Effects {
-        tracing: true,
-        ..Effects::default()
-    }
-}
+use common::traced;
 
 fn data(mm: Option<MmId>, asid: u32, start: u64, size: u64) -> FlushTlbRangeData {
     FlushTlbRangeData {
@@ -270,12 +248,8 @@ fn exit_mmap_flushes_the_mm_once_for_its_last_user_only() {
     assert!(exit_mmap(&mut w, k).is_none(), "init_mm");
     // Not RISC-V: the architecture's own exit path.
     for arch in [Arch::X86, Arch::Arm64] {
-        let mut s = Scenario::default();
-        s.machine.arch = arch;
-        s.machine.cpus = 2;
-        s.validate().unwrap();
-        let mut w = World::new(&s).unwrap();
-        let mm = w.mm_alloc().unwrap();
+        let (mut w, mms) = common::world_mms(arch, 2, &[], 1);
+        let mm = mms[0];
         let t = w.spawn(mm, 0, vec![], false);
         assert!(exit_mmap(&mut w, t).is_none(), "{arch:?}");
         assert_eq!(w.tasks[t as usize].us.sub, 0);

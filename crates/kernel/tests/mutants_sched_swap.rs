@@ -8,6 +8,8 @@
 //! Every expected value is derived in a comment from the kernel function
 //! the model follows, not read off a run.
 
+mod common;
+
 use kernel::hw::memory_model::MemoryModel;
 use kernel::mm::swap::{cpu_needs_drain, folio_add_lru, folio_add_lru_large};
 use kernel::sched::core::{
@@ -21,14 +23,7 @@ use machine::{CpuId, Scenario};
 
 /// A world of `arch` with 4 CPUs and `sets` applied, nothing running.
 fn world(arch: Arch, sets: &[&str]) -> World {
-    let mut s = Scenario::default();
-    s.machine.arch = arch;
-    s.machine.cpus = 4;
-    for kv in sets {
-        s.set(kv).unwrap();
-    }
-    s.validate().unwrap();
-    World::new(&s).unwrap()
+    common::world(arch, 4, sets)
 }
 
 /// A task of a new mm on `cpu` (pinned: `cpus_allowed_all` false, so

@@ -2,6 +2,8 @@
 //! without seed (d)'s deferral, the queue, its drain, and the per-page /
 //! whole-ASID choice of `local_flush_tlb_range_asid`.
 
+mod common;
+
 use kernel::arch::riscv::tlbflush::{
     local_flush_tlb_range_asid, local_tlb_flush_queue_drain, FlushTlbRange, FlushTlbRangeData, Pc,
 };
@@ -9,7 +11,7 @@ use kernel::effects::Charge;
 use kernel::world::{layout, Flow, Frame};
 use kernel::{Effects, Label, MmId, World, TLB_FLUSH_ALL};
 use machine::tlb::TlbHit;
-use machine::{Scenario, PAGE_SIZE};
+use machine::PAGE_SIZE;
 
 const VA: u64 = 0x4000_0000;
 /// An ASID no mm of these worlds has (a hart running something else).
@@ -17,29 +19,11 @@ const OTHER: u16 = 7;
 
 /// A 4-hart RISC-V world with one mm in every hart's mm_cpumask 0..=2.
 fn world(sets: &[&str]) -> (World, MmId) {
-    let mut s = Scenario::default();
-    s.machine.arch = machine::scenario::Arch::Riscv;
-    s.machine.cpus = 4;
-    for kv in sets {
-        s.set(kv).unwrap();
-    }
-    s.validate().unwrap();
-    let mut w = World::new(&s).unwrap();
-    let mm = w.mm_alloc().unwrap();
-    for c in 0..3 {
-        w.mms[mm as usize].cpumask.set(c);
-    }
-    (w, mm)
+    common::riscv_mm_on_harts_0_to_2(sets)
 }
 
 fn hit(pfn: u32) -> TlbHit {
-    TlbHit {
-        pfn,
-        frame_gen: 0,
-        writable: true,
-        huge: false,
-        owner: 1,
-    }
+    common::tlb_hit(1, pfn, true)
 }
 
 /// Step the flush on hart 0 until it calls the IPI path or returns;

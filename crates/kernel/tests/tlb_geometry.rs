@@ -5,6 +5,8 @@
 //! vpn < 2^17 that is vpn mod sets, so page k shares a set with k + sets.
 //! Replacement within a set is LRU.
 
+mod common;
+
 use kernel::World;
 use machine::tlb::TlbHit;
 use machine::Scenario;
@@ -19,13 +21,7 @@ fn world(entries: u32, ways: u32, psc: u32) -> World {
 }
 
 fn hit(pfn: u32) -> TlbHit {
-    TlbHit {
-        pfn,
-        frame_gen: 0,
-        writable: true,
-        huge: false,
-        owner: 1,
-    }
+    common::tlb_hit(1, pfn, true)
 }
 
 /// Fill pages `fill` (vpns) on CPU 1, then report which of `probe` still hit.

@@ -14,6 +14,8 @@
 //! visible to all at once, and still does); `World::step` asserts in debug
 //! builds that every held location's newest message is memory's value.
 
+mod common;
+
 use kernel::arch::riscv::tlbflush::local_tlb_flush_queue_drain;
 use kernel::hw::memory_model::{self as mo, Loc, MemoryModel};
 use kernel::mm::gup::read_pmd;
@@ -21,17 +23,10 @@ use kernel::mm::memory::pte_alloc_walk;
 use kernel::{Effects, World};
 use machine::mem::{pte, table_index};
 use machine::scenario::Arch;
-use machine::{CpuId, Scenario};
+use machine::CpuId;
 
 fn weak_world(arch: Arch, sets: &[&str]) -> World {
-    let mut s = Scenario::default();
-    s.machine.arch = arch;
-    s.machine.cpus = 2;
-    for kv in sets {
-        s.set(kv).unwrap();
-    }
-    s.validate().unwrap();
-    let mut w = World::new(&s).unwrap();
+    let mut w = common::world(arch, 2, sets);
     w.cfg.memory_model = MemoryModel::Weak;
     w
 }

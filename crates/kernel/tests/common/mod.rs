@@ -1,0 +1,58 @@
+//! Builders the kernel crate's integration tests share (`mod common;`).
+// Each test binary uses some of them.
+#![allow(dead_code)]
+
+use kernel::{Effects, MmId, World};
+use machine::scenario::Arch;
+use machine::tlb::TlbHit;
+use machine::{Pfn, Scenario};
+
+/// A validated world of `arch` with `cpus` CPUs and `sets` applied,
+/// nothing running.
+pub fn world(arch: Arch, cpus: u32, sets: &[&str]) -> World {
+    let mut s = Scenario::default();
+    s.machine.arch = arch;
+    s.machine.cpus = cpus;
+    for kv in sets {
+        s.set(kv).unwrap();
+    }
+    s.validate().unwrap();
+    World::new(&s).unwrap()
+}
+
+/// [`world`] with `n` new mms.
+pub fn world_mms(arch: Arch, cpus: u32, sets: &[&str], n: usize) -> (World, Vec<MmId>) {
+    let mut w = world(arch, cpus, sets);
+    let mms = (0..n).map(|_| w.mm_alloc().unwrap()).collect();
+    (w, mms)
+}
+
+/// A 4-hart RISC-V world with one mm in the mm_cpumask of harts 0..=2
+/// (hart 3 never had it).
+pub fn riscv_mm_on_harts_0_to_2(sets: &[&str]) -> (World, MmId) {
+    let (mut w, mms) = world_mms(Arch::Riscv, 4, sets, 1);
+    let mm = mms[0];
+    for c in 0..3 {
+        w.mms[mm as usize].cpumask.set(c);
+    }
+    (w, mm)
+}
+
+/// Effects that keep the steps' labels.
+pub fn traced() -> Effects {
+    Effects {
+        tracing: true,
+        ..Effects::default()
+    }
+}
+
+/// A 4 KiB TLB entry of `owner` for frame `pfn` (generation 0).
+pub fn tlb_hit(owner: MmId, pfn: Pfn, writable: bool) -> TlbHit {
+    TlbHit {
+        pfn,
+        frame_gen: 0,
+        writable,
+        huge: false,
+        owner,
+    }
+}
