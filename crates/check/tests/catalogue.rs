@@ -105,7 +105,8 @@ fn the_measured_sizes_name_large_checks_above_the_default_bound() {
 
 /// The large checks (run by name: `tlblab check NAME`) build, are named
 /// apart from the catalogue, and their first thousand states, with their
-/// symmetry, hold no violation (each is expected safe): a builder that
+/// symmetry, hold no violation (each is expected safe, and a small one
+/// is safe in full): a builder that
 /// broke or a scale variant that is not the protocol it names shows here
 /// rather than after minutes of search.
 #[test]
@@ -122,11 +123,16 @@ fn the_large_checks_build_and_start_safe() {
             ..Bounds::default()
         };
         let o = run_with(c, &[], b, true, None).expect("builds");
-        assert_eq!(
-            (o.verdict, o.bound, o.states),
-            ("bounded", Some("max_states"), 1000),
-            "{}",
-            c.name
+        // Stopped at the bound, or (a check the weak memory's canonical
+        // views brought under it: arm64_wp_reuse_4cpu, 717) safe below it.
+        let whole = o.verdict == "safe" && o.bound.is_none() && o.states < 1000;
+        assert!(
+            whole || (o.verdict, o.bound, o.states) == ("bounded", Some("max_states"), 1000),
+            "{}: {} {:?} {}",
+            c.name,
+            o.verdict,
+            o.bound,
+            o.states
         );
     }
 }

@@ -186,15 +186,20 @@ impl Loc {
     ///   flushers only store to it.
     /// - another hart's `loaded_asid` is read by `should_ipi_flush`, in a
     ///   task's flush; a hart's own by its flush IPI;
+    /// - a CPU's `active_asids` is loaded by that CPU's
+    ///   `check_and_switch_context` alone (another CPU's rollover
+    ///   exchanges it: an atomic, which reads the newest message);
     /// - another CPU's `active_lockless_pt_walk_mm` by
     ///   `tlb_remove_table_sync_mm`, and page-table entries by GUP-fast
     ///   and the paths that take the locks, all in task context.
     pub fn may_load(self, cpu: CpuId, task_ctx: bool) -> bool {
         match self {
             Loc::NeedTlbFlush(c) => c == cpu,
-            // Read by its CPU's fast path and by a rollover on any CPU
-            // (flush_context's xchg, an RMW: it reads the newest anyway).
-            Loc::LoadedAsid(c) | Loc::ActiveAsids(c) => c == cpu || task_ctx,
+            // Loaded by its CPU's fast path alone; a rollover on another
+            // CPU takes it by flush_context's xchg, an RMW, which reads
+            // the newest message whatever its views.
+            Loc::ActiveAsids(c) => c == cpu,
+            Loc::LoadedAsid(c) => c == cpu || task_ctx,
             Loc::AsidGeneration | Loc::MmContextId(_) => task_ctx,
             Loc::ActiveLocklessPtWalkMm(_) | Loc::PageTable { .. } => task_ctx,
             _ => true,

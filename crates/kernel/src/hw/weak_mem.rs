@@ -256,8 +256,17 @@ impl WeakMem {
     /// than the floor of every CPU that may still load it (`task_ctx[c]`:
     /// CPU `c` still runs tasks, [`Loc::may_load`]); the oldest message
     /// left becomes its initial value; a location left without messages
-    /// leaves the tables; the timestamps are renumbered by rank.
+    /// leaves the tables; the timestamps are renumbered by rank; then the
+    /// views are lowered to their canonical values
+    /// ([`WeakMem::canonical_views`]).
     pub fn gc(&mut self, task_ctx: &[bool]) {
+        self.gc_keeping_views(task_ctx);
+        self.canonical_views();
+    }
+
+    /// [`WeakMem::gc`] without the canonical views: the clean-up alone,
+    /// which `crates/kernel/tests/weak_canonical.rs` compares against.
+    pub fn gc_keeping_views(&mut self, task_ctx: &[bool]) {
         if self.locs.is_empty() {
             return;
         }
@@ -293,6 +302,73 @@ impl WeakMem {
         self.drop_quiet_locs();
         if self.locs.is_empty() {
             *self = WeakMem::default();
+        }
+    }
+
+    /// Lower every view to the least timestamp that orders the same reads
+    /// ([`canonical_view`]), so that two worlds whose CPUs may read the
+    /// same messages now and after any further steps hash alike.
+    ///
+    /// In the kernel's use of the view machine (plain loads and stores
+    /// with no address or data dependency, barriers; no promises, no VMSA
+    /// events) a view acts only through the reads it orders: a load of
+    /// `x` may return the messages of `x` from the last one at or before
+    /// `max(vfr, coh[x])` on, views only rise and combine by `max`, and a
+    /// store appends above every view. So two values of a view are
+    /// interchangeable when, for every location, the last message at or
+    /// before each is the same or no newer than what the CPU's own
+    /// `coh` already orders; `coh[x]` counts only through its last
+    /// message of `x`; an own write forwards nothing once the CPU may not
+    /// load it or its read view orders everything the write does; and RVWMO's same-address rule orders
+    /// nothing more than a later barrier does (below).
+    /// `crates/kernel/tests/weak_canonical.rs` runs random operations on
+    /// two copies, one canonical after each, and asserts that every load
+    /// has the same choices in both and that the other's canonical form
+    /// is the first.
+    pub fn canonical_views(&mut self) {
+        if self.mem.msgs.iter().any(|m| m.kind != wmm::MsgKind::Write) {
+            return;
+        }
+        let msgs = &self.mem.msgs;
+        // x's last message at or before t.
+        let at = |x: LocId, t: View| {
+            msgs[..(t as usize).min(msgs.len())]
+                .iter()
+                .rposition(|m| m.loc == x)
+                .map_or(0, |i| i as View + 1)
+        };
+        for tv in &mut self.views {
+            debug_assert!(tv.promises.is_empty() && tv.tlbis.is_empty());
+            for (x, c) in tv.coh.iter_mut().enumerate() {
+                *c = at(x, *c);
+            }
+            let canon = |v: View| canonical_view(&tv.coh, msgs, v);
+            tv.vrd = canon(tv.vrd);
+            tv.vwr = canon(tv.vwr);
+            tv.vfr = canon(tv.vfr);
+            tv.vfw = canon(tv.vfw);
+            tv.vcap = canon(tv.vcap);
+            tv.vrel = canon(tv.vrel);
+            for f in &mut tv.fwd {
+                f.view = canon(f.view);
+            }
+            // RVWMO's same-address rule orders a load after the CPU's
+            // previous load of the location; that is seen only by what
+            // depends on the later load (no kernel path's load carries a
+            // dependency), and the earlier load's post-view is already in
+            // `vrd`, which every barrier after both orders.
+            tv.last_read.iter_mut().for_each(|l| *l = None);
+            for x in 0..tv.coh.len() {
+                // An own write forwarded to a load leaves the load's
+                // post-view below the write; read from memory it would
+                // raise `vrd` to it. That differs only while the write
+                // orders something `vrd` does not, and while the CPU may
+                // still load it.
+                let t = tv.fwd[x].time;
+                if t < tv.coh[x].max(at(x, tv.vfr)) || canon(t) <= tv.vrd {
+                    tv.fwd[x] = Fwd::default();
+                }
+            }
         }
     }
 
@@ -432,6 +508,20 @@ impl WeakMem {
     pub fn value(&self, loc: Loc, t: View) -> Option<u64> {
         self.id(loc).map(|id| self.mem.val(id, t) as u64)
     }
+}
+
+/// The least view ordering the same reads as `v` for a CPU whose
+/// per-location coherence views are `coh` (each the timestamp of its
+/// location's message, or 0): the newest message at or before `v` newer
+/// than `coh` of its location, 0 if there is none. (For each location
+/// `x`, the last message of `x` at or before that view is the last at or
+/// before `v` where that one is newer than `coh[x]`; elsewhere both are
+/// no newer than `coh[x]`, which orders the CPU's reads of `x` anyway.)
+fn canonical_view(coh: &[View], msgs: &[wmm::Msg], v: View) -> View {
+    (1..=(v as usize).min(msgs.len()) as View)
+        .rev()
+        .find(|&t| t > coh[msgs[t as usize - 1].loc])
+        .unwrap_or(0)
 }
 
 fn plain(loc: LocId) -> Read {
