@@ -632,3 +632,219 @@ fn split_switch_moves_to_the_global_asid() {
     // Running it in the global ASID: the same mm is a no-op again.
     assert!(!begin(&mut w, 0, t, a));
 }
+
+// ---------------------------------------------------------------------------
+// get_flush_tlb_info, info_lines; the paravirt hook; the small predicates
+// ---------------------------------------------------------------------------
+
+/// `get_flush_tlb_info`: `if (end != TLB_FLUSH_ALL && ((end - start) >>
+/// stride_shift) > tlb_single_page_flush_ceiling)` the request becomes a
+/// full flush (`start = 0, end = TLB_FLUSH_ALL`). The ceiling is 33
+/// pages: 33 pages from VA stay a range, 34 do not; 34 2 MiB pages at
+/// stride_shift 21 do not either, 33 do. The struct is this CPU's per-CPU
+/// one (upstream), filled in.
+#[test]
+fn get_flush_tlb_info_turns_ranges_past_the_ceiling_into_full_flushes() {
+    let (mut w, mms) = x86(2, &[], 1);
+    let mm = mms[0];
+    let t = w.spawn(mm, 1, vec![], false);
+    for (pages, shift, full) in [
+        (33, 12, false),
+        (34, 12, true),
+        (33, 21, false),
+        (34, 21, true),
+    ] {
+        let end = VA + (pages << shift);
+        let r = get_flush_tlb_info(
+            &mut w,
+            1,
+            t,
+            Some(mm),
+            VA,
+            end,
+            shift as u8,
+            true,
+            7,
+            &mut traced(),
+        );
+        assert_eq!(r, InfoRef::PerCpu(1));
+        w.cpus[1].flush_info_busy = false;
+        let f = *w.flush_info(r);
+        let want = if full { (0, TLB_FLUSH_ALL) } else { (VA, end) };
+        assert_eq!((f.start, f.end), want, "{pages} pages << {shift}");
+        assert_eq!(
+            (
+                f.mm,
+                f.new_tlb_gen,
+                f.initiating_cpu,
+                f.stride_shift,
+                f.freed_tables
+            ),
+            (Some(mm), 7, 1, shift as u8, true)
+        );
+    }
+}
+
+/// `info_lines`: the per-CPU struct at that CPU's slot, the stack one at
+/// the task's frame, at `flush_tlb_info_stack_offset` (32) within its line
+/// when only 8-byte aligned; 40 bytes each.
+#[test]
+fn info_lines_follow_the_placement() {
+    use kernel::arch::x86::tlb::{info_lines, FLUSH_TLB_INFO_SIZE};
+    use kernel::world::layout;
+    assert_eq!(FLUSH_TLB_INFO_SIZE, 40);
+    for (placement, offset) in [("stack_aligned", 0), ("stack_unaligned", 32)] {
+        let (mut w, mms) = x86(2, &[&format!("x86.flush_tlb_info={placement}")], 1);
+        let t = w.spawn(mms[0], 0, vec![], false);
+        let t = w.spawn(mms[0], 0, vec![], false).max(t);
+        let r = info(&mut w, t, Some(mms[0]), VA, VA + PAGE_SIZE, 2);
+        assert_eq!(r, InfoRef::Stack(t));
+        assert_eq!(info_lines(&w, r), (layout::stack_frame(t) + offset, 40));
+    }
+    let (w, _) = x86(2, &[], 0);
+    let pc = layout::percpu_flush_tlb_info(1);
+    assert_eq!(info_lines(&w, InfoRef::PerCpu(1)), (pc, 40));
+}
+
+/// `native_pv_tlb_init` (seed b): the IPI-broadcast key only on bare
+/// metal (`pv_ops.mmu.flush_tlb_multi == native_flush_tlb_multi`) without
+/// INVLPGB.
+#[test]
+fn native_pv_tlb_init_wants_native_and_no_invlpgb() {
+    use kernel::arch::x86::tlb::native_pv_tlb_init;
+    use machine::scenario::Paravirt;
+    for (pv, invlpgb, want) in [
+        (Paravirt::None, false, true),
+        (Paravirt::None, true, false),
+        (Paravirt::Kvm, false, false),
+        (Paravirt::Kvm, true, false),
+    ] {
+        let mut s = machine::Scenario::default();
+        s.x86.paravirt = pv;
+        s.x86.invlpgb = invlpgb;
+        assert_eq!(native_pv_tlb_init(&s), want, "{pv:?} {invlpgb}");
+    }
+}
+
+/// `kvm_flush_tlb_multi`: a preempted vCPU (CPU1) gets
+/// `KVM_VCPU_FLUSH_TLB` instead of an IPI: out of the mask, its flush
+/// pending, counted and labelled; the others go to
+/// `native_flush_tlb_multi`. When it resumes, the host flushes its whole
+/// TLB once (`kvm_vcpu_flush_tlb_guest`); a second resume flushes nothing.
+#[test]
+fn kvm_defers_the_flush_of_a_preempted_vcpu_to_its_resume() {
+    use kernel::arch::x86::tlb::{flush_tlb_multi, kvm_vcpu_resume};
+    let (mut w, mms) = x86(3, &["x86.paravirt=kvm"], 1);
+    let mm = mms[0];
+    let t = w.spawn(mm, 0, vec![], false);
+    for c in 0..3 {
+        switch_mm_irqs_off(&mut w, c, mm, &mut traced());
+    }
+    let a = asid(&w, 1);
+    w.cpus[1].tlb.fill(a, VA, hit(mm, 1));
+    w.cpus[1].vcpu_preempted = true;
+    let r = info(&mut w, t, Some(mm), VA, VA + PAGE_SIZE, 2);
+    let mut fx = traced();
+    let mask = w.mms[mm as usize].cpumask.clone();
+    let Flow::Call(Frame::SmpCallFunctionManyCond(c)) = flush_tlb_multi(&mut w, mask, r, &mut fx)
+    else {
+        panic!("no IPI call");
+    };
+    assert_eq!(c.mask.iter().collect::<Vec<_>>(), vec![0, 2]);
+    assert!(w.cpus[1].kvm_flush_pending);
+    assert_eq!(w.counters.kvm_deferred_flushes, 1);
+    assert!(fx.labels.contains(&Label::KvmDeferFlush { cpu: 1 }));
+    assert_eq!(reason(&w, FlushReason::RemoteSendIpi), 1);
+
+    let full = w.counters.full_flushes;
+    let mut fx = traced();
+    kvm_vcpu_resume(&mut w, 1, &mut fx);
+    assert!(!w.cpus[1].vcpu_preempted && !w.cpus[1].kvm_flush_pending);
+    assert!(!cached(&mut w, 1, VA));
+    assert_eq!(w.counters.full_flushes, full + 1);
+    assert!(fx.labels.contains(&Label::VcpuResume { flushed: true }));
+    let mut fx = traced();
+    kvm_vcpu_resume(&mut w, 1, &mut fx);
+    assert_eq!(w.counters.full_flushes, full + 1);
+    assert!(fx.labels.contains(&Label::VcpuResume { flushed: false }));
+}
+
+/// `mm_global_asid` is 0 without X86_FEATURE_INVLPGB whatever the mm
+/// holds, and for init_mm and `LOADED_MM_SWITCHING` (not an mm);
+/// `mm_in_asid_transition` is false without INVLPGB.
+#[test]
+fn global_asid_only_with_invlpgb_and_a_user_mm() {
+    use kernel::arch::x86::tlb::{mm_global_asid, mm_in_asid_transition, LOADED_MM_SWITCHING};
+    for invlpgb in [false, true] {
+        let sets = [&*format!("x86.invlpgb={invlpgb}")];
+        let (mut w, mms) = x86(2, &sets, 1);
+        let mm = mms[0];
+        for m in [INIT_MM, mm] {
+            *w.mms[m as usize].global_asid = GLOBAL;
+            *w.mms[m as usize].asid_transition = true;
+        }
+        let want = if invlpgb { GLOBAL } else { 0 };
+        assert_eq!(mm_global_asid(&w, mm), want);
+        assert_eq!(mm_global_asid(&w, INIT_MM), 0);
+        assert_eq!(mm_global_asid(&w, LOADED_MM_SWITCHING), 0);
+        assert_eq!(mm_in_asid_transition(&w, Some(mm)), invlpgb);
+        assert!(!mm_in_asid_transition(&w, None));
+    }
+}
+
+/// asm/tlb.h `tlb_flush`: `flush_tlb_mm_range(mm, start, end,
+/// tlb_get_unmap_shift(tlb), freed_tables)`, the whole mm for `fullmm`;
+/// seed (b) passes `freed_tables || unshared_tables` when the seed is on
+/// (`skip_redundant_table_sync` or `force_skip_table_sync`), unless
+/// `unshare_without_lazy_ipi` drops it again; nothing for an empty gather.
+#[test]
+fn tlb_flush_passes_the_gather_and_the_seed_s_unshare() {
+    use kernel::arch::x86::tlb::tlb_flush;
+    let cases: [(&[&str], bool, bool, bool); 7] = [
+        (&[], false, true, false),
+        (&["mm.skip_redundant_table_sync=true"], false, true, true),
+        (&["mm.force_skip_table_sync=true"], false, true, true),
+        (
+            &[
+                "mm.skip_redundant_table_sync=true",
+                "mm.unshare_without_lazy_ipi=true",
+            ],
+            false,
+            true,
+            false,
+        ),
+        (&["mm.skip_redundant_table_sync=true"], false, false, false),
+        (&[], true, false, true),
+        (&["mm.skip_redundant_table_sync=true"], true, true, true),
+    ];
+    for (sets, freed, unshared, want) in cases {
+        let (mut w, mms) = x86(2, sets, 1);
+        let t = w.spawn(mms[0], 0, vec![], false);
+        let g = &mut w.tasks[t as usize].gather;
+        g.mm = mms[0];
+        g.start = VA;
+        g.end = VA + 2 * PAGE_SIZE;
+        g.cleared_pmds = true;
+        g.freed_tables = freed;
+        g.unshared_tables = unshared;
+        let Flow::Call(Frame::FlushTlbMmRange(f)) = tlb_flush(&w, t) else {
+            panic!("no flush");
+        };
+        let case = format!("{sets:?} freed {freed} unshared {unshared}");
+        assert_eq!(
+            (f.mm, f.start, f.end, f.stride_shift),
+            (mms[0], VA, VA + 2 * PAGE_SIZE, 21),
+            "{case}"
+        );
+        assert_eq!(f.freed_tables, want, "{case}");
+    }
+    let (mut w, mms) = x86(2, &[], 1);
+    let t = w.spawn(mms[0], 0, vec![], false);
+    assert!(matches!(tlb_flush(&w, t), Flow::Continue), "empty gather");
+    let g = &mut w.tasks[t as usize].gather;
+    (g.mm, g.fullmm, g.start, g.end) = (mms[0], true, VA, VA + PAGE_SIZE);
+    let Flow::Call(Frame::FlushTlbMmRange(f)) = tlb_flush(&w, t) else {
+        panic!("no flush");
+    };
+    assert_eq!((f.start, f.end), (0, TLB_FLUSH_ALL));
+}
