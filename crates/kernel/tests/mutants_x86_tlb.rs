@@ -848,3 +848,144 @@ fn tlb_flush_passes_the_gather_and_the_seed_s_unshare() {
     };
     assert_eq!((f.start, f.end), (0, TLB_FLUSH_ALL));
 }
+
+// ---------------------------------------------------------------------------
+// inc_mm_tlb_gen_on; flush_tlb_func and should_flush_tlb cases; the switch
+// ---------------------------------------------------------------------------
+
+/// `inc_mm_tlb_gen` is `atomic64_inc_return`: a full barrier, then the
+/// mm's generation one up (1 → 2). With the barrier dropped
+/// (`inject.drop_barrier=inc_mm_tlb_gen.atomic64_inc_return`) it is a
+/// plain load and store of the same value, labelled `BarrierDropped`.
+#[test]
+fn inc_mm_tlb_gen_on_is_one_up_with_or_without_its_barrier() {
+    use kernel::arch::x86::tlb::inc_mm_tlb_gen_on;
+    for dropped in [false, true] {
+        let sets: &[&str] = if dropped {
+            &["inject.drop_barrier=inc_mm_tlb_gen.atomic64_inc_return"]
+        } else {
+            &[]
+        };
+        let (mut w, mms) = x86(2, sets, 1);
+        let mm = mms[0];
+        let mut fx = traced();
+        assert_eq!(
+            inc_mm_tlb_gen_on(&mut w, 0, mm, &mut fx),
+            2,
+            "dropped {dropped}"
+        );
+        assert_eq!(*w.mms[mm as usize].tlb_gen, 2);
+        assert!(fx.labels.contains(&Label::IncMmTlbGen { mm, gen: 2 }));
+        let label = Label::BarrierDropped {
+            name: "inc_mm_tlb_gen.atomic64_inc_return",
+        };
+        assert_eq!(fx.labels.contains(&label), dropped);
+        assert_eq!(inc_mm_tlb_gen_on(&mut w, 0, mm, &mut fx), 3);
+    }
+}
+
+/// A whole-mm request (`end == TLB_FLUSH_ALL`) exactly one generation
+/// behind is not a partial flush (`f->end != TLB_FLUSH_ALL` fails): the
+/// whole ASID is flushed, no INVLPG, labelled `pages: TLB_FLUSH_ALL`.
+#[test]
+fn a_whole_mm_request_one_behind_is_a_full_flush() {
+    let (mut w, mms) = x86(2, &[], 1);
+    let mm = mms[0];
+    let t = w.spawn(mm, 0, vec![], false);
+    for c in 0..2 {
+        switch_mm_irqs_off(&mut w, c, mm, &mut traced());
+    }
+    let a = asid(&w, 1);
+    w.cpus[1].tlb.fill(a, VA, hit(mm, 1));
+    let gen = inc_mm_tlb_gen(&mut w, mm, &mut traced());
+    let r = info(&mut w, t, Some(mm), 0, TLB_FLUSH_ALL, gen);
+    let (full, mut fx) = (w.counters.full_flushes, traced());
+    flush_tlb_func(&mut w, 1, r, &mut fx);
+    assert_eq!((w.counters.invlpg, w.counters.full_flushes), (0, full + 1));
+    assert!(!cached(&mut w, 1, VA));
+    let label = Label::FlushTlbFunc {
+        mm,
+        local: false,
+        pages: TLB_FLUSH_ALL,
+    };
+    assert!(fx.labels.contains(&label), "{:?}", fx.labels);
+    assert_eq!(w.cpus[1].tlbstate.ctxs[a as usize].tlb_gen, gen);
+}
+
+/// `should_flush_tlb(cpu, info)`: never a lazy CPU; for a kernel flush
+/// (`info->mm == NULL`) every other CPU; else a CPU running the mm, one
+/// caught switching (`LOADED_MM_SWITCHING`), or any when trimming the
+/// mask; not one that runs another mm.
+#[test]
+fn should_flush_tlb_picks_the_cpus_that_may_cache_the_mm() {
+    use kernel::arch::x86::tlb::{enter_lazy_tlb, LOADED_MM_SWITCHING};
+    // CPU1 runs mm, CPU2 runs mm lazily, CPU3 runs other, CPU4 is switching.
+    let (mut w, mms) = x86(5, &[], 2);
+    let (mm, other) = (mms[0], mms[1]);
+    let t = w.spawn(mm, 0, vec![], false);
+    let mut fx = traced();
+    for c in 0..3 {
+        switch_mm_irqs_off(&mut w, c, mm, &mut fx);
+    }
+    enter_lazy_tlb(&mut w, 2, &mut fx);
+    switch_mm_irqs_off(&mut w, 3, other, &mut fx);
+    w.cpus[4].tlbstate.loaded_mm = LOADED_MM_SWITCHING;
+    let picked = |w: &World, r: InfoRef| -> Vec<CpuId> {
+        (1..5)
+            .filter(|&c| should_flush_tlb(w, c, r, &mut traced()))
+            .collect()
+    };
+    let r = info(&mut w, t, Some(mm), VA, VA + PAGE_SIZE, 2);
+    assert_eq!(picked(&w, r), vec![1, 4]);
+    w.cpus[0].flush_info.trim_cpumask = true;
+    assert_eq!(
+        picked(&w, r),
+        vec![1, 3, 4],
+        "trim: CPU3 too, not the lazy one"
+    );
+    let r = info(&mut w, t, None, VA, VA + PAGE_SIZE, 0);
+    assert_eq!(
+        picked(&w, r),
+        vec![1, 3, 4],
+        "a kernel flush: all but the lazy one"
+    );
+}
+
+/// `switch_mm_irqs_off` → `load_new_mm_cr3`: every CR3 load is one
+/// `cr3_writes` and one `TLB_FLUSH_ON_TASK_SWITCH`; a new slot (ASID 1,
+/// then 2: `next_asid` round-robin) is loaded with a flush and recorded
+/// as `(ctx_id, tlb_gen)`; a slot still current (back to `a`) without.
+/// Without PCID every switch is ASID 0 with a flush.
+#[test]
+fn every_cr3_load_is_a_task_switch_flush_event() {
+    for pcid in [true, false] {
+        let (mut w, mms) = x86(1, &[&format!("machine.pcid={pcid}")], 2);
+        let (a, b) = (mms[0], mms[1]);
+        let base = (
+            w.counters.cr3_writes,
+            reason(&w, FlushReason::TaskSwitch),
+            w.counters.full_flushes,
+        );
+        let mut fx = traced();
+        let flushes: Vec<bool> = [a, b, a]
+            .into_iter()
+            .map(|m| switch_mm_irqs_off(&mut w, 0, m, &mut fx))
+            .collect();
+        let asids = if pcid { [1, 2, 1] } else { [0, 0, 0] };
+        assert_eq!(flushes, [true, true, !pcid], "pcid {pcid}");
+        assert_eq!(asid(&w, 0), asids[2]);
+        let n = if pcid { 2 } else { 3 };
+        assert_eq!(
+            (
+                w.counters.cr3_writes,
+                reason(&w, FlushReason::TaskSwitch),
+                w.counters.full_flushes
+            ),
+            (base.0 + 3, base.1 + 3, base.2 + n)
+        );
+        if pcid {
+            let ctx = w.cpus[0].tlbstate.ctxs[2];
+            assert_eq!((ctx.ctx_id, ctx.tlb_gen), (*w.mms[b as usize].ctx_id, 1));
+        }
+    }
+}
