@@ -991,11 +991,14 @@ fn every_cr3_load_is_a_task_switch_flush_event() {
 }
 
 /// `switch_mm_irqs_off` to the mm already loaded: not lazy, `return`
-/// (no CR3 load, no `TLB_FLUSH_ON_TASK_SWITCH`); back from lazy mode with
-/// the slot current, `return` too; behind (a flush skipped the lazy
-/// CPU), reload CR3 in the same ASID with a flush. Only a move to the
-/// mm's global ASID (`mm_needs_global_asid`, tested above) reloads CR3
-/// for the same mm otherwise.
+/// (no CR3 load, no `TLB_FLUSH_ON_TASK_SWITCH`), even with its slot
+/// behind the mm (a flush in flight: `inc_mm_tlb_gen` done, its IPI still
+/// to come, which will flush); back from lazy mode with the slot current,
+/// `return` too; behind (a flush skipped the lazy CPU), reload CR3 in the
+/// same ASID with a flush. In a global ASID, back from lazy mode:
+/// `return` (INVLPGB kept it current). Only a move to the mm's global
+/// ASID (`mm_needs_global_asid`, tested above) reloads CR3 for the same
+/// mm otherwise.
 #[test]
 fn a_switch_to_the_loaded_mm_loads_cr3_only_when_behind() {
     use kernel::arch::x86::tlb::enter_lazy_tlb;
@@ -1006,6 +1009,15 @@ fn a_switch_to_the_loaded_mm_loads_cr3_only_when_behind() {
     let events = |w: &World| (w.counters.cr3_writes, reason(w, FlushReason::TaskSwitch));
     let base = events(&w);
     assert!(!switch_mm_irqs_off(&mut w, 0, a, &mut fx), "not lazy");
+    w.cpus[0].tlb.fill(1, VA, hit(a, 1));
+    inc_mm_tlb_gen(&mut w, a, &mut fx);
+    assert!(
+        !switch_mm_irqs_off(&mut w, 0, a, &mut fx),
+        "not lazy, behind"
+    );
+    assert!(cached(&mut w, 0, VA), "left to the IPI");
+    // The IPI's flush_tlb_func catches the slot up.
+    w.cpus[0].tlbstate.ctxs[1].tlb_gen = 2;
     enter_lazy_tlb(&mut w, 0, &mut fx);
     assert!(!switch_mm_irqs_off(&mut w, 0, a, &mut fx), "lazy, current");
     assert!(!w.cpus[0].tlbstate.is_lazy);
@@ -1016,5 +1028,12 @@ fn a_switch_to_the_loaded_mm_loads_cr3_only_when_behind() {
     assert!(switch_mm_irqs_off(&mut w, 0, a, &mut fx), "lazy, behind");
     assert_eq!(events(&w), (base.0 + 1, base.1 + 1));
     assert_eq!((asid(&w, 0), w.counters.full_flushes), (1, full + 1));
-    assert_eq!(w.cpus[0].tlbstate.ctxs[1].tlb_gen, 2);
+    assert_eq!(w.cpus[0].tlbstate.ctxs[1].tlb_gen, 3);
+
+    let (mut w, a, _, _) = invlpgb_world(2);
+    enter_lazy_tlb(&mut w, 0, &mut fx);
+    inc_mm_tlb_gen(&mut w, a, &mut fx);
+    let base = events(&w);
+    assert!(!switch_mm_irqs_off(&mut w, 0, a, &mut fx), "global ASID");
+    assert_eq!((events(&w), asid(&w, 0)), (base, GLOBAL));
 }
