@@ -103,7 +103,8 @@ fn flush_mm_range(
 }
 
 /// A flush request of `mm` from CPU0 (task `t`) up to generation `gen`
-/// for `[start, end)` in 4 KiB strides, in CPU0's per-CPU struct.
+/// for `[start, end)` in 4 KiB strides, in CPU0's per-CPU struct (or
+/// `t`'s stack one with seed (a)).
 fn info(w: &mut World, t: TaskId, mm: Option<MmId>, start: u64, end: u64, gen: u64) -> InfoRef {
     let r = get_flush_tlb_info(w, 0, t, mm, start, end, 12, false, gen, &mut traced());
     w.cpus[0].flush_info_busy = false;
@@ -314,8 +315,8 @@ fn asid_transition_ends_when_no_cpu_runs_a_dynamic_asid() {
 /// `0..running` (running it, not lazy) of a 6-CPU world, a flush of one
 /// page from CPU0 by task `pid` (tasks 0 and 1 are spawned: pid = task id)
 /// at `now_ms` milliseconds (`jiffies` at HZ=1000). The mm's global ASID
-/// after it, and whether `invlpgb_flush_all_nonglobals` ran (one INVLPGB
-/// and one TLBSYNC: the first allocation resets the global ASID space).
+/// after it, and the INVLPGBs issued: 1 if `invlpgb_flush_all_nonglobals`
+/// ran (the first allocation resets the global ASID space), else 0.
 fn consider(
     running: CpuId,
     pid: TaskId,
