@@ -208,8 +208,11 @@ pub struct CheckRow {
     pub cpu_seconds: f64,
     pub states_per_s: f64,
     pub states_per_cpu_s: f64,
-    /// Growth of the peak resident set over the run, per distinct state.
-    pub bytes_per_state: f64,
+    /// Growth of the peak resident set over the run, per distinct state;
+    /// `None` when the peak did not grow: the run reused memory an earlier
+    /// run of this process freed (the peak is the process's, not the
+    /// run's), so its memory is not measured.
+    pub bytes_per_state: Option<f64>,
     /// The bare baseline ([`check::bare_search`]): seen-set inserts and
     /// node pushes for as many states and transitions, per CPU second.
     pub bare_states_per_cpu_s: f64,
@@ -252,7 +255,7 @@ pub fn check_row(
         cpu_seconds: cpu,
         states_per_s: o.states as f64 / o.seconds.max(1e-9),
         states_per_cpu_s,
-        bytes_per_state: grew as f64 / o.states.max(1) as f64,
+        bytes_per_state: (grew > 0).then(|| grew as f64 / o.states.max(1) as f64),
         bare_states_per_cpu_s: bare,
         bare_bytes_per_state: bare_bytes as f64 / o.states.max(1) as f64,
         ratio: bare / states_per_cpu_s.max(1e-9),
@@ -366,15 +369,18 @@ pub fn goals(crow: &[CheckRow], srow: &[SimRow]) -> Vec<String> {
     }
     for r in crow {
         out.push(format!(
-            "goal: {} (reduction {}) >= {:.0}k states/s on {} threads: {:.0}k: {}; <= {GOAL_BYTES_PER_STATE} B/state: {:.0}: {}",
+            "goal: {} (reduction {}) >= {:.0}k states/s on {} threads: {:.0}k: {}; <= {GOAL_BYTES_PER_STATE} B/state: {}: {}",
             r.check,
             reduction_name(r.reduction),
             GOAL_STATES_PER_S / 1e3,
             r.threads,
             r.states_per_s / 1e3,
             verdict(r.states_per_s >= GOAL_STATES_PER_S),
-            r.bytes_per_state,
-            verdict(r.bytes_per_state <= GOAL_BYTES_PER_STATE)
+            r.bytes_per_state.map_or("-".to_string(), |b| format!("{b:.0}")),
+            r.bytes_per_state.map_or(
+                "not measured (the peak resident set did not grow: memory an earlier run freed)",
+                |b| verdict(b <= GOAL_BYTES_PER_STATE)
+            )
         ));
     }
     out
@@ -400,7 +406,7 @@ fn print_tables(crow: &[CheckRow], srow: &[SimRow]) {
         );
         for r in crow {
             println!(
-                "{:<28} {:>9} {:>7} {:>9} {:>11} {:>8.2} {:>8.2} {:>11.0} {:>12.0} {:>11.0} {:>13.0} {:>10.0} {:>7.1}",
+                "{:<28} {:>9} {:>7} {:>9} {:>11} {:>8.2} {:>8.2} {:>11.0} {:>12.0} {:>11} {:>13.0} {:>10.0} {:>7.1}",
                 r.check,
                 reduction_name(r.reduction),
                 r.threads,
@@ -410,7 +416,8 @@ fn print_tables(crow: &[CheckRow], srow: &[SimRow]) {
                 r.cpu_seconds,
                 r.states_per_s,
                 r.states_per_cpu_s,
-                r.bytes_per_state,
+                r.bytes_per_state
+                    .map_or("-".to_string(), |b| format!("{b:.0}")),
                 r.bare_states_per_cpu_s,
                 r.bare_bytes_per_state,
                 r.ratio
