@@ -501,4 +501,36 @@ mod tests {
             "{g:?}"
         );
     }
+
+    fn chk(bytes: Option<f64>) -> CheckRow {
+        CheckRow {
+            check: "c".into(),
+            symmetry: false,
+            reduction: check::Reduction::Off,
+            threads: 1,
+            states: 1000,
+            transitions: 2000,
+            wall_seconds: 1.0,
+            cpu_seconds: 1.0,
+            states_per_s: 300e3,
+            states_per_cpu_s: 300e3,
+            bytes_per_state: bytes,
+            bare_states_per_cpu_s: 3e7,
+            bare_bytes_per_state: 27.0,
+            ratio: 100.0,
+        }
+    }
+
+    /// A run whose memory was not measured is not judged within bound.
+    #[test]
+    fn an_unmeasured_memory_is_no_goal_met() {
+        let g = goals(&[chk(Some(120.0)), chk(Some(40.0)), chk(None)], &[]);
+        assert_eq!(g.len(), 3, "{g:?}");
+        assert!(g[0].ends_with("B/state: 120: NOT met"), "{}", g[0]);
+        assert!(g[1].ends_with("B/state: 40: met"), "{}", g[1]);
+        assert!(g[2].contains("B/state: -: not measured"), "{}", g[2]);
+        assert!(g
+            .iter()
+            .all(|l| l.contains(">= 250k states/s on 1 threads: 300k: met")));
+    }
 }
