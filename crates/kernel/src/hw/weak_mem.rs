@@ -306,7 +306,7 @@ impl WeakMem {
     }
 
     /// Lower every view to the least timestamp that orders the same reads
-    /// ([`canonical_view`]), so that two worlds whose CPUs may read the
+    /// (`canonical_view`), so that two worlds whose CPUs may read the
     /// same messages now and after any further steps hash alike.
     ///
     /// In the kernel's use of the view machine (plain loads and stores
