@@ -105,10 +105,9 @@ fn the_measured_sizes_name_large_checks_above_the_default_bound() {
 
 /// The large checks (run by name: `tlblab check NAME`) build, are named
 /// apart from the catalogue, and their first thousand states, with their
-/// symmetry, hold no violation (each is expected safe, and a small one
-/// is safe in full): a builder that
-/// broke or a scale variant that is not the protocol it names shows here
-/// rather than after minutes of search.
+/// symmetry, hold no violation (each is expected safe; one that small is
+/// safe in full): a builder that broke or a scale variant that is not the
+/// protocol it names shows here rather than after minutes of search.
 #[test]
 fn the_large_checks_build_and_start_safe() {
     for c in LARGE {

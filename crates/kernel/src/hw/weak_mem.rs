@@ -319,8 +319,10 @@ impl WeakMem {
     /// before each is the same or no newer than what the CPU's own
     /// `coh` already orders; `coh[x]` counts only through its last
     /// message of `x`; an own write forwards nothing once the CPU may not
-    /// load it or its read view orders everything the write does; and RVWMO's same-address rule orders
-    /// nothing more than a later barrier does (below).
+    /// load it or its read view orders everything the write does; and
+    /// RVWMO's same-address rule orders nothing more than a later barrier
+    /// does (below).
+    ///
     /// `crates/kernel/tests/weak_canonical.rs` runs random operations on
     /// two copies, one canonical after each, and asserts that every load
     /// has the same choices in both and that the other's canonical form
@@ -654,6 +656,14 @@ mod tests {
         assert!(!w.is_empty());
         w.gc(&[false, true]);
         assert!(w.is_empty());
+        // Another CPU's active_asids: never loaded, only exchanged by a
+        // rollover (an atomic, which reads the newest), so not kept even
+        // for a CPU with tasks.
+        let l = Loc::ActiveAsids(1);
+        let mut w = WeakMem::default();
+        w.write(1, l, 0, 2, Arch::Arm64, 2);
+        w.gc(&[true, true]);
+        assert!(w.is_empty(), "{w:?}");
     }
 
     #[test]
