@@ -36,12 +36,7 @@ use kernel::locking::rwsem::{jiffies, Rwsem, MAX_READERS_WAKEUP, RWSEM_WAIT_TIME
 use kernel::{Effects, Label, MmId, TaskId, World};
 use machine::scenario::Arch;
 
-/// A world of `arch` with `cpus` CPUs, `sets` applied, and `n` mms.
-fn world(arch: Arch, cpus: u32, sets: &[&str], n: usize) -> (World, Vec<MmId>) {
-    common::world_mms(arch, cpus, sets, n)
-}
-
-use common::traced;
+use common::{traced, world_mms as world};
 
 /// The `new_context` labels of `fx` as (mm, asid, rollover), then cleared.
 fn new_contexts(fx: &mut Effects) -> Vec<(MmId, u16, bool)> {

@@ -223,11 +223,7 @@ impl WeakMem {
     }
 
     fn newest(&self, id: LocId) -> View {
-        self.mem
-            .msgs
-            .iter()
-            .rposition(|m| m.writes(id))
-            .map_or(0, |i| i as View + 1)
+        self.mem.last_write(id, self.mem.len())
     }
 
     /// `cpu` executes barrier `b` (after its store buffer drained).
@@ -328,21 +324,13 @@ impl WeakMem {
     /// has the same choices in both and that the other's canonical form
     /// is the first.
     pub fn canonical_views(&mut self) {
-        if self.mem.msgs.iter().any(|m| m.kind != wmm::MsgKind::Write) {
-            return;
-        }
-        let msgs = &self.mem.msgs;
-        // x's last message at or before t.
-        let at = |x: LocId, t: View| {
-            msgs[..(t as usize).min(msgs.len())]
-                .iter()
-                .rposition(|m| m.loc == x)
-                .map_or(0, |i| i as View + 1)
-        };
+        // Only `write` adds messages here: no TLBI events, no promises.
+        debug_assert!(self.mem.msgs.iter().all(|m| m.kind == wmm::MsgKind::Write));
+        let (mem, msgs) = (&self.mem, &self.mem.msgs);
         for tv in &mut self.views {
             debug_assert!(tv.promises.is_empty() && tv.tlbis.is_empty());
             for (x, c) in tv.coh.iter_mut().enumerate() {
-                *c = at(x, *c);
+                *c = mem.last_write(x, *c);
             }
             let canon = |v: View| canonical_view(&tv.coh, msgs, v);
             tv.vrd = canon(tv.vrd);
@@ -367,7 +355,7 @@ impl WeakMem {
                 // orders something `vrd` does not, and while the CPU may
                 // still load it.
                 let t = tv.fwd[x].time;
-                if t < tv.coh[x].max(at(x, tv.vfr)) || canon(t) <= tv.vrd {
+                if t < tv.coh[x].max(mem.last_write(x, tv.vfr)) || canon(t) <= tv.vrd {
                     tv.fwd[x] = Fwd::default();
                 }
             }

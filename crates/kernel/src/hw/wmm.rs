@@ -139,14 +139,19 @@ impl Memory {
             .find(|m| m.writes(loc))
             .map_or(self.init[loc], |m| m.val)
     }
+    /// The timestamp of the last write of `loc` at or before `v` (0: the
+    /// initial write).
+    pub fn last_write(&self, loc: LocId, v: View) -> View {
+        self.msgs[..(v as usize).min(self.msgs.len())]
+            .iter()
+            .rposition(|m| m.writes(loc))
+            .map_or(0, |i| i as View + 1)
+    }
     /// The timestamps a read of `loc` at view `v` may return: the last
     /// write of `loc` at or before `v`, and every write of `loc` after it.
     pub fn readable(&self, loc: LocId, v: View) -> Vec<View> {
         let upto = (v as usize).min(self.msgs.len());
-        let first = self.msgs[..upto]
-            .iter()
-            .rposition(|m| m.writes(loc))
-            .map_or(0, |i| i as View + 1);
+        let first = self.last_write(loc, v);
         let later = self.msgs[upto..]
             .iter()
             .enumerate()
