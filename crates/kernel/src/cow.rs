@@ -18,10 +18,23 @@ use std::ops::{Index, IndexMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// One element and the hash of its value (0: not computed since the last change).
+/// One element, the hash of its value and its id-free hash (each 0: not
+/// computed since the last change).
 pub struct Slot<T> {
     val: T,
     digest: AtomicU64,
+    /// [`CowVec::id_free_digest`]'s cache.
+    id_free: AtomicU64,
+}
+
+impl<T> Slot<T> {
+    fn new(val: T) -> Self {
+        Slot {
+            val,
+            digest: AtomicU64::new(0),
+            id_free: AtomicU64::new(0),
+        }
+    }
 }
 
 impl<T: Clone> Clone for Slot<T> {
@@ -29,6 +42,7 @@ impl<T: Clone> Clone for Slot<T> {
         Slot {
             val: self.val.clone(),
             digest: AtomicU64::new(self.digest.load(Ordering::Relaxed)),
+            id_free: AtomicU64::new(self.id_free.load(Ordering::Relaxed)),
         }
     }
 }
@@ -136,10 +150,7 @@ impl<T> CowVec<T> {
         if self.len_tag != 0 {
             footprint::note(Obj::new(footprint::kind::LEN, self.len_tag as usize), true);
         }
-        self.items.push(Arc::new(Slot {
-            val,
-            digest: AtomicU64::new(0),
-        }));
+        self.items.push(Arc::new(Slot::new(val)));
     }
 
     pub fn get(&self, i: usize) -> Option<&T> {
@@ -156,6 +167,21 @@ impl<T> CowVec<T> {
         self.len();
         self.read(self.items.len().wrapping_sub(1));
         self.items.last().map(|s| &s.val)
+    }
+
+    /// `f` of element `i`, cached in its slot until the element is next
+    /// taken `&mut` (not recorded as a read): the symmetry reduction's hash
+    /// of the fields that hold no CPU or task id
+    /// ([`crate::symmetry::canonical_fingerprint`]). Every call on one
+    /// vector, and on its clones, must pass the same `f`.
+    pub fn id_free_digest(&self, i: usize, f: impl FnOnce(&T) -> u64) -> u64 {
+        let s = &self.items[i];
+        let mut d = s.id_free.load(Ordering::Relaxed);
+        if d == 0 {
+            d = f(&s.val) | 1;
+            s.id_free.store(d, Ordering::Relaxed);
+        }
+        d
     }
 }
 
@@ -190,6 +216,7 @@ fn unshare<T: Clone>(slot: &mut Arc<Slot<T>>) -> &mut T {
         copy(slot)
     };
     *s.digest.get_mut() = 0;
+    *s.id_free.get_mut() = 0;
     &mut s.val
 }
 
@@ -310,10 +337,7 @@ pub struct CowBox<T> {
 impl<T> CowBox<T> {
     pub fn new(val: T) -> Self {
         CowBox {
-            slot: Arc::new(Slot {
-                val,
-                digest: AtomicU64::new(0),
-            }),
+            slot: Arc::new(Slot::new(val)),
             obj: Obj(0),
         }
     }

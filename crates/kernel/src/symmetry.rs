@@ -30,7 +30,7 @@
 use crate::arch::x86::tlb::{FlushTlbInfo, InfoRef};
 use crate::cow::Tracked;
 use crate::hw::filled_index::FilledIndex;
-use crate::hw::memory_model::StoreBuffer;
+use crate::hw::memory_model::{Buffered, StoreBuffer};
 use crate::hw::psc_index::PscIndex;
 use crate::kernel_smp::{CallFunc, Csd};
 use crate::locking::rwsem::{Rwsem, RwsemWaiter};
@@ -38,6 +38,7 @@ use crate::user::UserOp;
 use crate::world::{field, Cpu, Frame, Hint, Mm, RcuBatch, Task, Violation, World};
 use crate::TaskId;
 use machine::CpuId;
+use rustc_hash::FxHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
@@ -371,10 +372,14 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
     (cfg, now, mem, op_names, measuring).hash(&mut h);
     (hugetlb_pmds, asids, files, next_ctx_id, vmap).hash(&mut h);
     let fixed = h.finish();
-    let cpu_fixed: Vec<u64> = cpus.iter().map(cpu_fixed_hash::<H>).collect();
-    let task_fixed: Vec<u64> = tasks
-        .iter()
-        .map(|t| task_fixed_hash::<H>(t, cfg.invlpgb))
+    // The id-free hashes are cached in the elements' slots: a successor
+    // recomputes only those of the CPUs, tasks and mms its step changed.
+    let cpu_fixed: Vec<u64> = (0..cpus.len())
+        .map(|c| cpus.id_free_digest(c, cpu_fixed_hash::<FxHasher>))
+        .collect();
+    let invlpgb = cfg.invlpgb;
+    let task_fixed: Vec<u64> = (0..tasks.len())
+        .map(|t| tasks.id_free_digest(t, |t| task_fixed_hash::<FxHasher>(t, invlpgb)))
         .collect();
     let fp = |r: &Renaming| {
         let mut h = H::default();
@@ -387,10 +392,10 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
         for &c in &from {
             cpu_fixed[c].hash(&mut h);
             hash_cpu_ids(&cpus[c], r, &mut h);
-            r.membuf(&membufs[c]).hash(&mut h);
+            hash_membuf(&membufs[c], r, &mut h);
         }
         if !weak.is_empty() {
-            weak.renamed(r.cpu).hash(&mut h);
+            weak.hash_renamed(r.cpu, &mut h);
         }
         let mut from = vec![0usize; tasks.len()];
         for (t, &to) in r.task.iter().enumerate() {
@@ -403,8 +408,9 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
         }
         r.rwsem(hugetlb_i_mmap_rwsem).hash(&mut h);
         mms.len().hash(&mut h);
-        for m in mms {
-            r.mm(m).hash(&mut h);
+        for (i, m) in mms.iter().enumerate() {
+            mms.id_free_digest(i, mm_fixed_hash).hash(&mut h);
+            hash_mm_ids(m, r, &mut h);
         }
         violations.len().hash(&mut h);
         for v in violations.iter() {
@@ -431,44 +437,93 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
     };
     // Only the renamings that put the CPUs' signatures in the least order
     // are fingerprinted (usually one): the choice depends only on the
-    // renamed worlds, so renamings of each other still agree.
-    let sig = cpu_signatures::<H>(w, &cpu_fixed, &task_fixed);
+    // renamed worlds, so renamings of each other still agree. A
+    // permutation's task renaming is built only if its order is not
+    // already beaten.
+    let sig = cpu_signatures(w, &cpu_fixed, &task_fixed);
     let identity: Vec<CpuId> = (0..cpus.len() as CpuId).collect();
-    let mut cands: Vec<(Vec<u64>, &[CpuId], Vec<TaskId>)> = Vec::new();
-    let ident_task = (0..tasks.len() as TaskId).collect();
-    let all = std::iter::once((&identity[..], Some(ident_task)));
-    let all = all.chain(perms.iter().map(|p| (&p[..], w.task_perm(p))));
-    for (perm, task) in all {
-        let Some(task) = task else { continue };
-        let mut order = vec![0; perm.len()];
+    let mut least: Vec<u64> = Vec::new();
+    let mut cands: Vec<(&[CpuId], Vec<TaskId>)> = Vec::new();
+    let mut order = vec![0; cpus.len()];
+    for perm in std::iter::once(&identity).chain(perms) {
         for (c, &to) in perm.iter().enumerate() {
             order[to as usize] = sig[c];
         }
-        match cands.first().map(|c| order.cmp(&c.0)) {
-            Some(std::cmp::Ordering::Greater) => {}
-            Some(std::cmp::Ordering::Less) => cands = vec![(order, perm, task)],
-            _ => cands.push((order, perm, task)),
+        let cmp = order.cmp(&least);
+        if !least.is_empty() && cmp == std::cmp::Ordering::Greater {
+            continue;
         }
+        let Some(task) = w.task_perm(perm) else {
+            continue;
+        };
+        if least.is_empty() || cmp == std::cmp::Ordering::Less {
+            least.clone_from(&order);
+            cands.clear();
+        }
+        cands.push((perm, task));
     }
     cands
         .into_iter()
-        .map(|(_, cpu, task)| fp(&Renaming { cpu, task }))
+        .map(|(cpu, task)| fp(&Renaming { cpu, task }))
         .min()
         .expect("the identity applies")
+}
+
+/// Hash a store buffer with the CPUs its locations name renamed by `r`
+/// (the hash of [`Renaming::membuf`]'s result, built without it).
+fn hash_membuf<H: Hasher>(b: &StoreBuffer, r: &Renaming, h: &mut H) {
+    let StoreBuffer { entries, epoch } = b;
+    entries.len().hash(h);
+    for e in entries {
+        Buffered {
+            loc: e.loc.renamed(|c| r.cpu(c)),
+            ..*e
+        }
+        .hash(h);
+    }
+    epoch.hash(h);
+}
+
+/// The hash of an mm's fields that hold no ids.
+fn mm_fixed_hash(m: &Mm) -> u64 {
+    let Mm {
+        id,
+        ctx_id,
+        tlb_gen,
+        pgd,
+        cpumask: _,
+        vmas,
+        next_trim_cpumask,
+        mmap_lock: _,
+        deposited,
+        context_id,
+        tlb_flush_pending,
+        global_asid,
+        asid_transition,
+        mm_users,
+        running: _, // a hint: hashes to nothing
+    } = m;
+    let mut h = FxHasher::default();
+    (id, ctx_id, tlb_gen, pgd, vmas, next_trim_cpumask).hash(&mut h);
+    (deposited, context_id, tlb_flush_pending).hash(&mut h);
+    (global_asid, asid_transition, mm_users).hash(&mut h);
+    h.finish()
+}
+
+/// Hash an mm's id-holding fields, renamed by `r`.
+fn hash_mm_ids<H: Hasher>(m: &Mm, r: &Renaming, h: &mut H) {
+    m.cpumask.permuted(r.cpu).hash(h);
+    r.rwsem(&m.mmap_lock).hash(h);
 }
 
 /// Per CPU, the hash of what a renaming carries along with it and holds
 /// no id: its id-free fields and those of its tasks, in id order (a
 /// renaming keeps the order of one CPU's tasks).
-fn cpu_signatures<H: Hasher + Default>(
-    w: &World,
-    cpu_fixed: &[u64],
-    task_fixed: &[u64],
-) -> Vec<u64> {
-    let mut hs: Vec<H> = cpu_fixed
+fn cpu_signatures(w: &World, cpu_fixed: &[u64], task_fixed: &[u64]) -> Vec<u64> {
+    let mut hs: Vec<FxHasher> = cpu_fixed
         .iter()
         .map(|f| {
-            let mut h = H::default();
+            let mut h = FxHasher::default();
             f.hash(&mut h);
             h
         })

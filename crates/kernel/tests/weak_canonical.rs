@@ -12,6 +12,7 @@ use kernel::hw::memory_model::{Loc, Order};
 use kernel::hw::weak_mem::{barrier_of, WeakMem};
 use machine::scenario::Arch;
 use proptest::prelude::*;
+use std::hash::{DefaultHasher, Hasher};
 
 const LOCS: u8 = 3;
 
@@ -146,6 +147,26 @@ impl Pair {
         let mut c = self.plain.clone();
         c.canonical_views();
         prop_assert_eq!(&c, &self.canon);
+        self.hash_renamed_is_of_the_renamed_value()
+    }
+
+    /// The symmetry reduction's `hash_renamed(p)`, which hashes a renaming
+    /// without building it, is a function of the renamed value: it equals
+    /// the identity's hash of `renamed(p)` (so renamings of one another
+    /// get one key) for every permutation of the CPUs.
+    fn hash_renamed_is_of_the_renamed_value(&self) -> Result<(), TestCaseError> {
+        let hash = |w: &WeakMem, p: &[u16]| {
+            let mut h = DefaultHasher::new();
+            w.hash_renamed(p, &mut h);
+            h.finish()
+        };
+        assert_eq!(self.cpus, 3, "the permutations below are of 3 CPUs");
+        let id = [0, 1, 2];
+        for p in [[0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]] {
+            let p = &p[..];
+            let r = self.canon.renamed(p);
+            prop_assert_eq!(hash(&self.canon, p), hash(&r, &id), "renamed by {:?}", p);
+        }
         Ok(())
     }
 }

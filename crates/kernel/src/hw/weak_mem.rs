@@ -483,6 +483,42 @@ impl WeakMem {
         }
     }
 
+    /// Hash `self.renamed(perm)` without building it (the symmetry
+    /// reduction hashes a renaming of every successor): the same
+    /// contents in the same order, so a function of the renamed value.
+    pub fn hash_renamed<H: Hasher>(&self, perm: &[CpuId], h: &mut H) {
+        if self.locs.is_empty() {
+            return self.hash(h);
+        }
+        let new_locs: Vec<Loc> = self
+            .locs
+            .iter()
+            .map(|l| l.renamed(|c| perm[c as usize]))
+            .collect();
+        let mut order: Vec<LocId> = (0..self.locs.len()).collect();
+        order.sort_unstable_by_key(|&i| new_locs[i]);
+        let mut to = vec![0; order.len()];
+        for (new, &old) in order.iter().enumerate() {
+            to[old] = new;
+        }
+        h.write_usize(order.len());
+        for &o in &order {
+            (new_locs[o], self.mem.init[o]).hash(h);
+        }
+        h.write_usize(self.mem.msgs.len());
+        for m in &self.mem.msgs {
+            (to[m.loc], m.val, perm[m.tid], m.kind).hash(h);
+        }
+        let mut from = vec![0; self.views.len()];
+        for (c, &p) in perm.iter().enumerate().take(self.views.len()) {
+            from[p as usize] = c;
+        }
+        h.write_usize(from.len());
+        for &c in &from {
+            self.views[c].hash_reordered(&order, h);
+        }
+    }
+
     /// The held locations whose newest message is not `mem`'s value of
     /// them: a store that reached memory without a message
     /// ([`crate::hw::memory_model::write_direct`] makes one).

@@ -292,6 +292,38 @@ impl ThreadView {
             ..*self
         }
     }
+    /// Hash this view as it would be with its per-location vectors in
+    /// `order` (new location `i` is old `order[i]`): a function of the
+    /// reordered view, built without it ([`super::weak_mem::WeakMem::hash_renamed`]).
+    pub(crate) fn hash_reordered<H: std::hash::Hasher>(&self, order: &[usize], h: &mut H) {
+        use std::hash::Hash;
+        // Destructured in full so that a new field cannot be forgotten here.
+        let ThreadView {
+            arch,
+            coh,
+            vrd,
+            vwr,
+            vfr,
+            vfw,
+            vcap,
+            vrel,
+            fwd,
+            last_read,
+            promises,
+            vdsb,
+            vcse,
+            vtlbi,
+            vimp,
+            vctrl,
+            walks,
+            tlbis,
+        } = self;
+        (arch, vrd, vwr, vfr, vfw, vcap, vrel).hash(h);
+        (promises, vdsb, vcse, vtlbi, vimp, vctrl, tlbis).hash(h);
+        for &o in order {
+            (coh[o], fwd[o], last_read[o], walks[o]).hash(h);
+        }
+    }
     /// VMSA: the TLBIs issued and not yet completed by a full `DSB`.
     pub fn pending_tlbis(&self) -> usize {
         self.tlbis.len()
