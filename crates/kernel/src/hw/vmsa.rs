@@ -388,7 +388,7 @@ pub fn phantoms(
         at(tv, mem, None);
     }
     for &p in &tv.promises {
-        let prev = mem.readable(pte, p - 1)[0];
+        let prev = mem.last_write(pte, p - 1);
         let ok = mem.msg(p).is_some_and(|m| m.writes(pte))
             && p > floor
             && set_af(mem.val(pte, prev)) == Some(mem.val(pte, p));

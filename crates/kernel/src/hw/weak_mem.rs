@@ -244,8 +244,7 @@ impl WeakMem {
     /// The oldest message of `id` that `cpu` may read.
     fn floor(&self, cpu: usize, id: LocId) -> View {
         let tv = &self.views[cpu];
-        let v = tv.coh[id].max(tv.vfr);
-        self.mem.readable(id, v)[0]
+        self.mem.last_write(id, tv.coh[id].max(tv.vfr))
     }
 
     /// Drop what no CPU can read any more: a location's messages older
@@ -268,8 +267,13 @@ impl WeakMem {
         }
         // A CPU that will not load a location reads memory if it ever
         // does: its floor moves to the newest message.
-        for id in 0..self.locs.len() {
-            let newest = self.newest(id);
+        let mut newest = vec![0; self.locs.len()];
+        for (i, m) in self.mem.msgs.iter().enumerate() {
+            if m.kind == wmm::MsgKind::Write {
+                newest[m.loc] = i as View + 1;
+            }
+        }
+        for (id, &newest) in newest.iter().enumerate() {
             for (c, tv) in self.views.iter_mut().enumerate() {
                 if !self.locs[id].may_load(c as CpuId, task_ctx[c]) {
                     tv.coh[id] = tv.coh[id].max(newest);

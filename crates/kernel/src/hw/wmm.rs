@@ -396,7 +396,7 @@ pub fn read_choices(tv: &ThreadView, mem: &Memory, r: &Read) -> Vec<View> {
     let mut out = mem.readable(r.loc, pre.max(tv.coh[r.loc]));
     out.retain(|&t| {
         let floor = tv.rdw_floor(r.loc, t);
-        floor <= pre || mem.readable(r.loc, floor.max(pre).max(tv.coh[r.loc]))[0] <= t
+        floor <= pre || mem.last_write(r.loc, floor.max(pre).max(tv.coh[r.loc])) <= t
     });
     out
 }
