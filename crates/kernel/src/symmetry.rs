@@ -213,37 +213,79 @@ struct Renamed {
     membufs: Vec<StoreBuffer>,
 }
 
+/// The tasks grouped by CPU, in id order within each: what
+/// [`World::task_perm`] needs, built once for every permutation tried.
+struct TaskLayout {
+    /// Task ids sorted by (CPU, id).
+    by_cpu: Vec<TaskId>,
+    /// Index in `by_cpu` of CPU `c`'s first task; `start[n]` = the tasks.
+    start: Vec<usize>,
+    /// Each task's rank among its CPU's tasks.
+    rank: Vec<usize>,
+    /// Each task's CPU.
+    cpu: Vec<usize>,
+}
+
+impl TaskLayout {
+    fn of(w: &World) -> TaskLayout {
+        let n = w.cpus.len();
+        let mut count = vec![0usize; n + 1];
+        let mut rank = Vec::with_capacity(w.tasks.len());
+        let mut cpu = Vec::with_capacity(w.tasks.len());
+        for t in &w.tasks {
+            let c = (t.cpu as usize).min(n);
+            rank.push(count[c]);
+            cpu.push(c);
+            count[c] += 1;
+        }
+        let mut start = vec![0usize; n + 2];
+        for c in 0..=n {
+            start[c + 1] = start[c] + count[c];
+        }
+        let mut by_cpu = vec![0; w.tasks.len()];
+        for (t, (&c, &r)) in cpu.iter().zip(&rank).enumerate() {
+            by_cpu[start[c] + r] = t as TaskId;
+        }
+        TaskLayout {
+            by_cpu,
+            start,
+            rank,
+            cpu,
+        }
+    }
+
+    /// See [`World::task_perm`]. A task whose CPU is out of range (none
+    /// in a well-formed world) makes every permutation fail.
+    fn perm(&self, perm: &[CpuId]) -> Option<Vec<TaskId>> {
+        let n = self.start.len() - 2;
+        if perm.len() != n || self.start[n + 1] != self.start[n] {
+            return None;
+        }
+        let mut hit = vec![false; n];
+        let len = |c: usize| self.start[c + 1] - self.start[c];
+        for (c, &to) in perm.iter().enumerate() {
+            let to = to as usize;
+            if to >= n || std::mem::replace(&mut hit[to], true) {
+                return None;
+            }
+            if len(c) != len(to) {
+                return None;
+            }
+        }
+        let tp = (0..self.rank.len())
+            .map(|t| self.by_cpu[self.start[perm[self.cpu[t]] as usize] + self.rank[t]])
+            .collect();
+        Some(tp)
+    }
+}
+
 impl World {
     /// The task renaming that goes with CPU permutation `perm` (task `t`
     /// becomes `result[t]`): the k-th task of CPU `c` becomes the k-th task
     /// of CPU `perm[c]`. `None` when `perm` is not a permutation of this
     /// world's CPUs or some CPU and its image hold different numbers of tasks.
     pub fn task_perm(&self, perm: &[CpuId]) -> Option<Vec<TaskId>> {
-        let n = self.cpus.len();
-        if perm.len() != n {
-            return None;
-        }
-        let mut hit = vec![false; n];
-        for &c in perm {
-            if (c as usize) >= n || std::mem::replace(&mut hit[c as usize], true) {
-                return None;
-            }
-        }
-        let mut on: Vec<Vec<TaskId>> = vec![Vec::new(); n];
-        for t in &self.tasks {
-            on.get_mut(t.cpu as usize)?.push(t.id);
-        }
-        let mut tp: Vec<TaskId> = (0..self.tasks.len() as TaskId).collect();
-        for c in 0..n {
-            let (from, to) = (&on[c], &on[perm[c] as usize]);
-            if from.len() != to.len() {
-                return None;
-            }
-            for (&a, &b) in from.iter().zip(to) {
-                tp[a as usize] = b;
-            }
-        }
-        Some(tp)
+        TaskLayout::of(self).perm(perm)
     }
 
     /// This world with CPU `c` renamed to `perm[c]` everywhere (and the
@@ -445,6 +487,7 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
     let mut least: Vec<u64> = Vec::new();
     let mut cands: Vec<(&[CpuId], Vec<TaskId>)> = Vec::new();
     let mut order = vec![0; cpus.len()];
+    let layout = TaskLayout::of(w);
     for perm in std::iter::once(&identity).chain(perms) {
         for (c, &to) in perm.iter().enumerate() {
             order[to as usize] = sig[c];
@@ -453,7 +496,7 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
         if !least.is_empty() && cmp == std::cmp::Ordering::Greater {
             continue;
         }
-        let Some(task) = w.task_perm(perm) else {
+        let Some(task) = layout.perm(perm) else {
             continue;
         };
         if least.is_empty() || cmp == std::cmp::Ordering::Less {
