@@ -90,3 +90,35 @@ fn malformed_files_exit_2_with_one_line() {
     let (_, _, err) = tlblab(&["litmus", bad.to_str().unwrap()]);
     assert!(err.contains("bad.litmus:"), "names the file: {err}");
 }
+
+/// `--reduction off` explores every interleaving: the same verdicts, and
+/// per test at least the states of the reduced search (SB+mfences: each
+/// thread's `MFENCE` touches only its own thread, so the reduced search
+/// takes it alone and skips interleavings).
+#[test]
+fn reduction_off_gives_the_same_verdicts_from_more_states() {
+    let rows = |r: &str| {
+        let (code, out, err) = tlblab(&["litmus", "--reduction", r, &x86_dir()]);
+        assert_eq!(code, 0, "{out}{err}");
+        let rows: Vec<(String, String, usize)> = out
+            .lines()
+            .filter(|l| l.ends_with(" states)"))
+            .map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let states = f[f.len() - 2].trim_start_matches('(').parse().unwrap();
+                (f[0].to_string(), f[2].to_string(), states)
+            })
+            .collect();
+        assert_eq!(rows.len(), 9, "{out}");
+        rows
+    };
+    let (on, off) = (rows("on"), rows("off"));
+    for (a, b) in on.iter().zip(&off) {
+        assert_eq!((&a.0, &a.1), (&b.0, &b.1), "same test, same verdict");
+        assert!(a.2 <= b.2, "{}: {} states reduced, {} full", a.0, a.2, b.2);
+    }
+    let states = |rows: &[(String, String, usize)], name: &str| {
+        rows.iter().find(|r| r.0 == name).expect(name).2
+    };
+    assert!(states(&on, "SB+mfences") < states(&off, "SB+mfences"));
+}

@@ -271,7 +271,7 @@ pub enum Atom {
 }
 
 /// The kinds of fault a condition may name (`MMU:Translation`, ...).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum FaultKind {
     Translation,
     AccessFlag,

@@ -2,7 +2,7 @@
 //! test, and the conformance summary.
 
 use crate::ast::Parsed;
-use crate::run::{run, Verdict};
+use crate::run::{run_with, Verdict};
 use rayon::prelude::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -83,8 +83,9 @@ pub struct Row {
     pub path: PathBuf,
 }
 
-/// Parse and run one file; `kinds` gives the expected verdict.
-pub fn run_file(path: &Path, kinds: &Reference) -> Result<Row, FileError> {
+/// Parse and run one file; `kinds` gives the expected verdict; `reduce`:
+/// with the partial-order reduction ([`crate::run::run_with`]).
+pub fn run_file(path: &Path, kinds: &Reference, reduce: bool) -> Result<Row, FileError> {
     let text = read(path)?;
     let parsed = crate::parse::parse(&text).map_err(|e| FileError {
         path: path.to_owned(),
@@ -92,7 +93,7 @@ pub fn run_file(path: &Path, kinds: &Reference) -> Result<Row, FileError> {
         msg: e.msg,
     })?;
     let (name, arch, result) = match parsed {
-        Parsed::Test(t) => (t.name.clone(), Some(t.arch), run(&t)),
+        Parsed::Test(t) => (t.name.clone(), Some(t.arch), run_with(&t, reduce)),
         Parsed::Unsupported { name, arch, reason } => (name, arch, Err(reason)),
     };
     let expected = kinds.get(path, &name);
@@ -169,8 +170,11 @@ impl Reference {
 }
 
 /// Run every file (in parallel; rows in the files' order).
-pub fn run_all(tests: &[PathBuf], kinds: &Reference) -> Result<Vec<Row>, FileError> {
-    tests.par_iter().map(|p| run_file(p, kinds)).collect()
+pub fn run_all(tests: &[PathBuf], kinds: &Reference, reduce: bool) -> Result<Vec<Row>, FileError> {
+    tests
+        .par_iter()
+        .map(|p| run_file(p, kinds, reduce))
+        .collect()
 }
 
 /// Per directory: tests, supported, agreeing, disagreeing, and the
@@ -183,6 +187,8 @@ pub struct Summary {
     pub disagree: usize,
     /// Supported tests with no expected verdict.
     pub unchecked: usize,
+    /// States explored, summed over the supported tests.
+    pub states: usize,
     pub unsupported: BTreeMap<String, usize>,
 }
 
@@ -197,6 +203,7 @@ pub fn summarise(rows: &[Row]) -> BTreeMap<String, Summary> {
             .map_or(String::from("."), |d| d.to_string_lossy().into_owned());
         let s = out.entry(dir).or_default();
         s.tests += 1;
+        s.states += r.states;
         match (&r.unsupported, r.agrees) {
             (Some(why), _) => *s.unsupported.entry(reason_class(why)).or_default() += 1,
             (None, Some(true)) => s.agree += 1,

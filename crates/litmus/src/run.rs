@@ -10,7 +10,7 @@
 
 use crate::ast::{
     Addr, AluOp, Arch, Atom, BranchCond, Cond, FaultKind, Fence, Instr, LoadKind, Operand, Prop,
-    PteLit, Quant, RmwOp, StoreKind, Test, Value,
+    PteLit, Quant, Reg, RmwOp, StoreKind, Test, Value,
 };
 use kernel::hw::vmsa::{self, Desc, Tthm};
 use kernel::hw::wmm::{self, Barrier, Memory, Msg, Read, ReadKind, ThreadView, View, Write};
@@ -62,10 +62,10 @@ pub struct RunResult {
 pub const MAX_STATES: usize = 2_000_000;
 
 /// A fault a thread took: the instruction, the location, the kind.
-type Fault = (usize, usize, FaultKind);
+pub type Fault = (usize, usize, FaultKind);
 
 /// Register values, memory and faults of a final state.
-type Outcome = (Vec<Vec<i64>>, Vec<i64>, Vec<Vec<Fault>>);
+pub type Outcome = (Vec<Vec<i64>>, Vec<i64>, Vec<Vec<Fault>>);
 
 /// The compiled test: locations as dense ids with addresses.
 struct Prog<'a> {
@@ -123,11 +123,49 @@ struct State {
 /// names X1's location, and any other offset names none).
 const LOC_STRIDE: i64 = 0x1000;
 
-/// Run `test` exhaustively. `Err`: the test does something the model
-/// cannot express (an access to an address that is no location, a loop),
-/// or exceeds [`MAX_STATES`].
+/// Run `test` exhaustively, with the partial-order reduction (a thread
+/// whose next step commutes with the rest runs alone). `Err`: the test does something the model cannot express
+/// (an access to an address that is no location, a loop), or exceeds
+/// [`MAX_STATES`].
 pub fn run(test: &Test) -> Result<RunResult, String> {
+    run_with(test, true)
+}
+
+/// [`run`], with the reduction on or off (`tlblab litmus --reduction off`,
+/// and the tests that compare the two).
+pub fn run_with(test: &Test, reduce: bool) -> Result<RunResult, String> {
     let prog = Prog::new(test)?;
+    let (outcomes, states) = explore(&prog, reduce)?;
+    let verdict = prog.verdict(&outcomes)?;
+    Ok(RunResult {
+        verdict,
+        outcomes: outcomes.len(),
+        states,
+    })
+}
+
+/// Every final state of `test` (registers, memory, faults), sorted, and
+/// the number of states explored: what the reduced and the full search
+/// must agree on.
+pub fn final_states(test: &Test, reduce: bool) -> Result<(Vec<Outcome>, usize), String> {
+    let prog = Prog::new(test)?;
+    let (outcomes, states) = explore(&prog, reduce)?;
+    let mut v: Vec<Outcome> = outcomes.into_iter().collect();
+    v.sort();
+    Ok((v, states))
+}
+
+/// Depth first over every state, each once: the final states and the
+/// number of states.
+///
+/// The reduction (`reduce`) is a persistent set of one thread
+/// ([`Prog::independent_thread`]): where some thread's next instruction
+/// commutes with everything every other thread may still do, only that
+/// thread's successors are explored. The state space is acyclic (no
+/// backward branches), so every final state stays reachable (Godefroid's
+/// persistent sets need no cycle proviso there) and state caching keeps
+/// that (a state's reduced successors depend on the state alone).
+fn explore(prog: &Prog, reduce: bool) -> Result<(FxHashSet<Outcome>, usize), String> {
     let mut seen = FxHashSet::default();
     let mut outcomes = FxHashSet::default();
     let mut stack = vec![prog.initial()?];
@@ -144,6 +182,13 @@ pub fn run(test: &Test) -> Result<RunResult, String> {
             }
             continue;
         }
+        if let Some(t) = reduce.then(|| prog.independent_thread(&s)).flatten() {
+            let next = prog.step(&s, t)?;
+            if !next.is_empty() {
+                stack.extend(next);
+                continue;
+            }
+        }
         if s.promising {
             for t in 0..s.th.len() {
                 stack.extend(prog.promises(&s, t)?);
@@ -156,12 +201,7 @@ pub fn run(test: &Test) -> Result<RunResult, String> {
             }
         }
     }
-    let verdict = prog.verdict(&outcomes)?;
-    Ok(RunResult {
-        verdict,
-        outcomes: outcomes.len(),
-        states: seen.len(),
-    })
+    Ok((outcomes, seen.len()))
 }
 
 fn model_arch(a: Arch) -> machine::scenario::Arch {
@@ -283,6 +323,76 @@ impl<'a> Prog<'a> {
     fn done(&self, t: usize, th: &TState) -> bool {
         let code = &self.test.threads[t];
         th.pc >= code.code.len() || (!th.handler && th.pc >= code.main_len)
+    }
+
+    /// A thread whose next instruction commutes with every step every
+    /// other thread may still take, if any (the first such): outside the
+    /// promise phase and without VMSA, an instruction that touches only
+    /// its thread (register operations, compares, branches, barriers:
+    /// they change its registers and views alone), or a load of a
+    /// location no other thread may still write ([`Prog::may_write`]:
+    /// memory then keeps that location's messages, and a load changes
+    /// its thread alone). Stores never qualify: each appends a message,
+    /// and the order of messages is the state. In the promise phase any
+    /// thread may still promise a write, so nothing is independent there.
+    fn independent_thread(&self, s: &State) -> Option<usize> {
+        if s.promising || self.test.vmsa.is_some() {
+            return None;
+        }
+        (0..s.th.len()).find(|&t| {
+            if self.done(t, &s.th[t]) {
+                return false;
+            }
+            match self.test.threads[t].code[s.th[t].pc] {
+                Instr::Store { .. } | Instr::Rmw { .. } | Instr::Tlbi { .. } => false,
+                Instr::Load { addr, .. } => {
+                    let (a, _) = self.address(&s.th[t], addr);
+                    match self.target(a) {
+                        Ok(Target::Loc(l)) => {
+                            (0..s.th.len()).all(|u| u == t || !self.may_write(s, u, l))
+                        }
+                        _ => false,
+                    }
+                }
+                _ => true,
+            }
+        })
+    }
+
+    /// May thread `u`, from its state in `s`, still write location `l`?
+    /// Yes if a store or read-modify-write left in its code has `l` as
+    /// its address, or an address it cannot tell yet: one computed from a
+    /// register some instruction before it (from the current one on) may
+    /// write. A TLBI left counts as a write of anything.
+    fn may_write(&self, s: &State, u: usize, l: usize) -> bool {
+        let th = &s.th[u];
+        let code = &self.test.threads[u].code;
+        let mut written: Vec<Reg> = Vec::new();
+        for ins in code.iter().skip(th.pc) {
+            let addr = match *ins {
+                Instr::Store { addr, .. } | Instr::Rmw { addr, .. } => Some(addr),
+                Instr::Tlbi { .. } => return true,
+                _ => None,
+            };
+            if let Some(addr) = addr {
+                let moved = |o: Operand| matches!(o, Operand::Reg(r) if written.contains(&r));
+                if moved(addr.base) || moved(addr.offset) {
+                    return true;
+                }
+                let (a, _) = self.address(th, addr);
+                if !matches!(self.target(a), Ok(Target::Loc(x)) if x != l) {
+                    return true;
+                }
+            }
+            match *ins {
+                Instr::Alu { dst, .. } | Instr::Csel { dst, .. } => written.push(dst),
+                Instr::Load { dst: Some(d), .. } | Instr::Rmw { dst: Some(d), .. } => {
+                    written.push(d)
+                }
+                _ => {}
+            }
+        }
+        false
     }
 
     fn outcome(&self, s: &State) -> Outcome {

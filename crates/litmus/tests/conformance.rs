@@ -12,7 +12,7 @@ fn run_dir(dir: &Path) -> (Vec<Row>, Summary) {
     let (tests, _) = catalogue::expand(&[dir.to_owned()]).expect("directory reads");
     assert!(!tests.is_empty(), "no tests in {}", dir.display());
     let kinds = catalogue::Reference::beside(&tests).expect("kinds file parses");
-    let rows = catalogue::run_all(&tests, &kinds).expect("every file parses");
+    let rows = catalogue::run_all(&tests, &kinds, true).expect("every file parses");
     let s = catalogue::summarise(&rows)
         .into_values()
         .next()

@@ -21,6 +21,19 @@ pub struct Args {
     /// agrees, unsupported}.
     #[arg(long)]
     json: bool,
+    /// Partial-order reduction: where one thread's next instruction
+    /// commutes with everything the others may still do (a register
+    /// operation, a barrier, a load once no other thread has a store
+    /// left), explore only that thread's step. `off` explores every
+    /// interleaving, to compare; the verdicts do not depend on it.
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    reduction: OnOff,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
 }
 
 fn parse_error(e: FileError) -> Error {
@@ -43,7 +56,8 @@ pub fn main(args: Args) -> Result<u8, Error> {
         None => Reference::beside(&tests),
     }
     .map_err(parse_error)?;
-    let rows = catalogue::run_all(&tests, &kinds).map_err(parse_error)?;
+    let rows =
+        catalogue::run_all(&tests, &kinds, args.reduction == OnOff::On).map_err(parse_error)?;
     if args.json {
         println!(
             "{}",
@@ -82,14 +96,14 @@ fn print_rows(rows: &[Row]) {
 fn print_summary(by_dir: &BTreeMap<String, Summary>) {
     println!();
     println!(
-        "{:<16} {:>6} {:>10} {:>7} {:>9} {:>12}",
-        "directory", "tests", "supported", "agree", "disagree", "no reference"
+        "{:<16} {:>6} {:>10} {:>7} {:>9} {:>12} {:>10}",
+        "directory", "tests", "supported", "agree", "disagree", "no reference", "states"
     );
     for (dir, s) in by_dir {
         let pct = 100.0 * s.supported as f64 / s.tests.max(1) as f64;
         println!(
-            "{dir:<16} {:>6} {:>4} ({pct:>3.0}%) {:>7} {:>9} {:>12}",
-            s.tests, s.supported, s.agree, s.disagree, s.unchecked
+            "{dir:<16} {:>6} {:>4} ({pct:>3.0}%) {:>7} {:>9} {:>12} {:>10}",
+            s.tests, s.supported, s.agree, s.disagree, s.unchecked, s.states
         );
         for (why, n) in &s.unsupported {
             println!("{:<16}   unsupported {n:>4}: {why}", "");
