@@ -479,16 +479,30 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
     };
     // Only the renamings that put the CPUs' signatures in the least order
     // are fingerprinted (usually one): the choice depends only on the
-    // renamed worlds, so renamings of each other still agree. A
-    // permutation's task renaming is built only if its order is not
-    // already beaten.
+    // renamed worlds, so renamings of each other still agree.
     let sig = cpu_signatures(w, &cpu_fixed, &task_fixed);
     let identity: Vec<CpuId> = (0..cpus.len() as CpuId).collect();
-    let mut least: Vec<u64> = Vec::new();
-    let mut cands: Vec<(&[CpuId], Vec<TaskId>)> = Vec::new();
-    let mut order = vec![0; cpus.len()];
+    let all = std::iter::once(&identity[..]).chain(perms.iter().map(|p| &p[..]));
+    least_order(w, all, &sig)
+        .into_iter()
+        .map(|(cpu, task)| fp(&Renaming { cpu, task }))
+        .min()
+        .expect("the identity applies")
+}
+
+/// Of `perms`, those that apply to `w` and put the CPUs' signatures `sig`
+/// in the least order, each with its task renaming. A permutation's task
+/// renaming is built only if its order is not already beaten.
+fn least_order<'a>(
+    w: &World,
+    perms: impl Iterator<Item = &'a [CpuId]>,
+    sig: &[u64],
+) -> Vec<(&'a [CpuId], Vec<TaskId>)> {
     let layout = TaskLayout::of(w);
-    for perm in std::iter::once(&identity).chain(perms) {
+    let mut least: Vec<u64> = Vec::new();
+    let mut order = vec![0; sig.len()];
+    let mut cands = Vec::new();
+    for perm in perms {
         for (c, &to) in perm.iter().enumerate() {
             order[to as usize] = sig[c];
         }
@@ -506,10 +520,6 @@ pub fn canonical_fingerprint<H: Hasher + Default>(w: &World, perms: &[Vec<CpuId>
         cands.push((perm, task));
     }
     cands
-        .into_iter()
-        .map(|(cpu, task)| fp(&Renaming { cpu, task }))
-        .min()
-        .expect("the identity applies")
 }
 
 /// Hash a store buffer with the CPUs its locations name renamed by `r`
