@@ -23,7 +23,7 @@
 
 use crate::hw::memory_model::Loc;
 use crate::hw::wmm::{self, Barrier, Fwd, LocId, Memory, Read, ReadKind, ThreadView, View};
-use crate::world::field;
+use crate::world::{field, Hint};
 use machine::footprint::{self, kind, Obj};
 use machine::scenario::Arch;
 use machine::CpuId;
@@ -37,6 +37,12 @@ pub struct WeakMem {
     mem: Memory,
     /// One per CPU; empty while no location is interned.
     views: Vec<ThreadView>,
+    /// The CPUs with tasks (a bit each) of the last clean-up, while
+    /// nothing changed since: a clean-up with the same CPUs would change
+    /// nothing ([`WeakMem::gc`] is idempotent), so it is skipped. Every
+    /// public method that takes `&mut self` clears it (the private ones
+    /// run only inside them). Hashes as nothing.
+    clean: Hint<Option<u64>>,
 }
 
 impl Default for WeakMem {
@@ -45,6 +51,7 @@ impl Default for WeakMem {
             locs: Vec::new(),
             mem: Memory::new(Vec::new()),
             views: Vec::new(),
+            clean: Hint(None),
         }
     }
 }
@@ -120,6 +127,7 @@ impl WeakMem {
     /// `cpu`'s store of `val` to `loc` (whose value was `old`) reaches
     /// memory: a new message, the newest of `loc`.
     pub fn write(&mut self, cpu: CpuId, loc: Loc, old: u64, val: u64, arch: Arch, cpus: usize) {
+        self.clean.0 = None;
         record_write(loc, cpu);
         footprint::write(|| Obj::new(kind::FIELD, field::WEAK_ORDER));
         let id = self.intern(loc, old, arch, cpus);
@@ -168,6 +176,7 @@ impl WeakMem {
     /// `cpu` loads `loc` and gets the message at `t` (one of
     /// [`WeakMem::choices`]): its views rise.
     pub fn read(&mut self, cpu: CpuId, loc: Loc, t: View) {
+        self.clean.0 = None;
         record_read(loc, cpu);
         footprint::write(|| Obj::new(kind::WEAK_VIEW, cpu as usize));
         let id = self.id(loc).expect("a location with choices is interned");
@@ -182,6 +191,7 @@ impl WeakMem {
     /// memory, and two loads of different CPUs commute (the footprint
     /// audit, `crates/check/tests/footprint.rs`, found the difference).
     pub fn read_quiet(&mut self, cpu: CpuId) {
+        self.clean.0 = None;
         footprint::write(|| Obj::new(kind::WEAK_VIEW, cpu as usize));
         if let Some(tv) = self.views.get_mut(cpu as usize) {
             let floor = wmm::read_floor(tv, &plain(0));
@@ -192,6 +202,7 @@ impl WeakMem {
     /// `cpu` reads the newest message of `loc` (an atomic's read), if
     /// `loc` has messages.
     pub fn read_newest(&mut self, cpu: CpuId, loc: Loc) {
+        self.clean.0 = None;
         record_read(loc, cpu);
         footprint::write(|| Obj::new(kind::WEAK_VIEW, cpu as usize));
         if let Some(id) = self.id(loc) {
@@ -206,6 +217,7 @@ impl WeakMem {
     /// an acquire (which orders only what that holder wrote), a modelling
     /// choice for `cpu_asid_lock`, whose holders write the allocator state.
     pub fn catch_up(&mut self, cpu: CpuId) {
+        self.clean.0 = None;
         footprint::read(|| Obj::new(kind::FIELD, field::WEAK_ORDER));
         footprint::write(|| Obj::new(kind::WEAK_VIEW, cpu as usize));
         for id in 0..self.locs.len() {
@@ -228,6 +240,7 @@ impl WeakMem {
 
     /// `cpu` executes barrier `b` (after its store buffer drained).
     pub fn barrier(&mut self, cpu: CpuId, b: Barrier) {
+        self.clean.0 = None;
         footprint::write(|| Obj::new(kind::WEAK_VIEW, cpu as usize));
         if let Some(tv) = self.views.get_mut(cpu as usize) {
             wmm::barrier(tv, b);
@@ -255,13 +268,30 @@ impl WeakMem {
     /// views are lowered to their canonical values
     /// ([`WeakMem::canonical_views`]).
     pub fn gc(&mut self, task_ctx: &[bool]) {
+        let ctx = (task_ctx.len() <= 64).then(|| {
+            (task_ctx.iter().enumerate()).fold(0u64, |m, (c, &on)| m | (u64::from(on) << c))
+        });
+        if ctx.is_some() && self.clean.0 == ctx {
+            debug_assert!(
+                {
+                    let mut again = self.clone();
+                    again.gc_keeping_views(task_ctx);
+                    again.canonical_views();
+                    again == *self
+                },
+                "a clean-up of clean tables changed them"
+            );
+            return;
+        }
         self.gc_keeping_views(task_ctx);
         self.canonical_views();
+        self.clean.0 = ctx;
     }
 
     /// [`WeakMem::gc`] without the canonical views: the clean-up alone,
     /// which `crates/kernel/tests/weak_canonical.rs` compares against.
     pub fn gc_keeping_views(&mut self, task_ctx: &[bool]) {
+        self.clean.0 = None;
         if self.locs.is_empty() {
             return;
         }
@@ -328,6 +358,7 @@ impl WeakMem {
     /// has the same choices in both and that the other's canonical form
     /// is the first.
     pub fn canonical_views(&mut self) {
+        self.clean.0 = None;
         // Only `write` adds messages here: no TLBI events, no promises.
         debug_assert!(self.mem.msgs.iter().all(|m| m.kind == wmm::MsgKind::Write));
         let (mem, msgs) = (&self.mem, &self.mem.msgs);
@@ -484,6 +515,7 @@ impl WeakMem {
             locs: order.iter().map(|&o| new_locs[o]).collect(),
             mem,
             views,
+            clean: Hint(None),
         }
     }
 
