@@ -86,30 +86,6 @@ fn a_freed_pmd_or_pud_table_grows_the_range_by_one_page_at_its_region() {
     assert_eq!(g.tables, [8]);
 }
 
-/// `tlb_flush_mmu_tlbonly`'s test is `if (!(tlb->freed_tables ||
-/// tlb->cleared_ptes || ...)) return;` over a range that each clear
-/// makes non-empty (`end > start`); the model tests the range. A task's
-/// gather before any `tlb_gather_mmu` (`World::spawn`'s `Default`: start 0,
-/// end 0) is an empty range: no flush. This is the one state the model
-/// builds with `end == start` (every clear adds at least a page, and
-/// `__tlb_reset_range` sets start `u64::MAX`, end 0). Kills `needs_flush`'s
-/// `end > start` → `>=`.
-#[test]
-fn an_empty_range_needs_no_flush() {
-    let g = MmuGather::default();
-    assert_eq!((g.start, g.end), (0, 0));
-    assert!(!g.needs_flush());
-    let (mut w, mms) = x86(2, &[], 1);
-    let t = w.spawn(mms[0], 0, vec![], false);
-    assert!(
-        matches!(
-            kernel::arch::tlb_flush(&mut w, t, &mut Effects::default()),
-            Flow::Continue
-        ),
-        "a spawned task's gather flushes nothing"
-    );
-}
-
 // ---------------------------------------------------------------------------
 // tlb_flush_mmu_free: the batches go after the flush
 // ---------------------------------------------------------------------------
