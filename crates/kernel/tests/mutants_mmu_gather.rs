@@ -97,8 +97,9 @@ fn a_freed_pmd_or_pud_table_grows_the_range_by_one_page_at_its_region() {
 /// priced `FreeTable` 1. Then `__tlb_reset_range`: the range, the levels,
 /// `freed_tables` and `unshared_tables` start over, while
 /// `fully_unshared_tables` survives (`tlb_flush_unshared_tables` reads it
-/// at the finish). Kills `tlb_flush_mmu_free_task` → `()`,
-/// `tlb_flush_mmu_free` → `()` and `free_batches` → `()`.
+/// at the finish). Kills `tlb_flush_mmu_free_task` → `()` (pass 2b), and
+/// fails on `tlb_flush_mmu_free` → `()` and `free_batches` → `()` (the
+/// suite catches those too).
 #[test]
 fn the_free_step_frees_both_batches_and_resets_the_range() {
     let (mut w, mms) = x86(2, &[], 1);
@@ -129,9 +130,10 @@ fn the_free_step_frees_both_batches_and_resets_the_range() {
 /// `tlb_table_flush` does nothing without tables (`if (*batch)`): a gather
 /// of pages only, freed while CPU 1 is in a read-side section, queues no
 /// RCU batch (an empty one would count a table batch at CPU 1's quiescent
-/// state); a gather with a table does queue one, on CPU 1. Kills
+/// state); a gather with a table does queue one, on CPU 1. Fails on
 /// `free_batches`' `!tlb.tables.is_empty()` with the `!` deleted (which
-/// queues the empty batch and leaves the table in the gather).
+/// queues the empty batch and leaves the table in the gather; the suite
+/// catches it too).
 #[test]
 fn only_a_gather_with_tables_queues_an_rcu_batch() {
     let (mut w, mms) = x86(2, &[], 1);
@@ -169,9 +171,10 @@ fn only_a_gather_with_tables_queues_an_rcu_batch() {
 /// while only CPU 1 has IRQs off waits for CPU 1's quiescent state, and
 /// CPU 2's (never in a section) does not free it. The same for a CPU with
 /// preemption off only. Kills `rcu_readers`' `irqs_off > 0` → `< 0`
-/// (CPU 1 would not count: the batch freed at once) and `preempt_count >
-/// 0` → `< 0` (same for CPU 3), which the suite's test with both at once
-/// cannot tell apart.
+/// (pass 1 survivor `249:23`: CPU 1 would not count, the batch freed at
+/// once; in `mmu_gather.rs`'s test CPU 3, with preemption off at the same
+/// time, holds the batch just as long); also fails on its twin
+/// `preempt_count > 0` → `< 0`, which that test catches too.
 #[test]
 fn one_reader_alone_holds_the_batch_back() {
     for irqs in [true, false] {
@@ -202,9 +205,10 @@ fn one_reader_alone_holds_the_batch_back() {
 /// `rcu_quiescent_state` walks every batch: two batches held back by
 /// different CPUs; CPU 1's quiescent state frees the first (index 0) and
 /// keeps the second (index 1 after the `swap_remove`), then CPU 2's frees
-/// it. One batch per grace period, two counted. Kills the loop's `i += 1`
-/// → `-= 1` (underflows on the kept batch) and → `*= 1` (never moves on:
-/// a timeout), and `rcu_table_batches += 1` → `*=` (0 stays 0).
+/// it. One batch per grace period, two counted. Fails on the loop's `i +=
+/// 1` → `-= 1` (underflows on the kept batch) and → `*= 1` (never moves
+/// on: a timeout), and `rcu_table_batches += 1` → `*=` (0 stays 0), which
+/// the suite catches too (pass 1).
 #[test]
 fn each_quiescent_state_frees_the_batches_it_completes() {
     let (mut w, mms) = x86(4, &[], 1);
@@ -237,9 +241,9 @@ fn each_quiescent_state_frees_the_batches_it_completes() {
 /// one calling `synchronize_rcu`, even with preemption off here), and
 /// must sleep; CPU 1's quiescent state ends it: the waiter's CPU is woken,
 /// nothing is freed (its batch has no tables) and no table batch is
-/// counted. Kills `tlb_remove_table_sync_rcu` → `true` / `false`, its
-/// `table_sync_rcu += 1` → `-=` / `*=`, and `rcu_readers`' `c.id !=
-/// except` → `==` (only the caller would count).
+/// counted. Kills `tlb_remove_table_sync_rcu` → `true` / `false` and its
+/// `table_sync_rcu += 1` → `-=` / `*=`; fails on `rcu_readers`' `c.id !=
+/// except` → `==` (only the caller would count), which the suite catches.
 #[test]
 fn sync_rcu_waits_for_the_other_readers_only() {
     let (mut w, mms) = x86(4, &[], 1);
@@ -307,7 +311,8 @@ fn sync_rcu_skipped_under_the_seed() {
 /// gather holds a table (`tlb_remove_table` was called); else the
 /// ordinary flush (x86 `tlb_flush`: `flush_tlb_mm_range` of the range,
 /// `freed_tables` if a table was gathered). Kills the four mutants of
-/// that condition (`&&` → `||` twice, each `!` deleted).
+/// that condition (`&&` → `||` twice, each `!` deleted; the suite catches
+/// the second `&&` → `||` too: it sends every table-less gather there).
 #[test]
 fn tlb_remove_table_one_only_when_the_batch_page_fails_without_pt_reclaim() {
     // (alloc fails, PT_RECLAIM, a table gathered) → tlb_remove_table_one?
@@ -597,8 +602,9 @@ fn cached_on_cpu1() -> (World, MmId, MmId, Pfn) {
 
 /// Invariant 3 when a page-table page is freed (`__tlb_remove_table`): a
 /// CPU that still caches it under its loaded ASID is reported, and only
-/// that CPU: CPU 1, running `a`; CPUs 0, 2 and 3 hold nothing. Kills
-/// `free_tables`' `check_table_unreachable` → `()`, `check_table_uncached`
+/// that CPU: CPU 1, running `a`; CPUs 0, 2 and 3 hold nothing. Fails on
+/// (the suite catches each of them too, in pass 1: `sim/tests/flush_paths.rs`,
+/// `kernel/tests/mmap_lock.rs`) `check_table_unreachable` → `()`, `check_table_uncached`
 /// → `()`, `Some(loaded_mm) != except` → `==` (with no exception no CPU
 /// would count), the `!` of `!flushed_on_entry` deleted (a CPU not
 /// preempted would be taken as flushed), and the first `&&` → `||` (every
@@ -621,8 +627,9 @@ fn freeing_a_cached_table_reports_the_cpu_that_caches_it() {
 /// preempted with `KVM_VCPU_FLUSH_TLB` set runs nothing before its TLB is
 /// flushed, so its cached pointer cannot be walked: no report. Preempted
 /// without the flush request (or the request without a preemption) it
-/// can: reported. Kills `vcpu_preempted && kvm_flush_pending` → `||` and
-/// the second `&&` (before `psc_holds`) → `||`.
+/// can: reported. Kills `vcpu_preempted && kvm_flush_pending` → `||`
+/// (pass 1 survivor `321:49`); fails on the second `&&` (before
+/// `psc_holds`) → `||` too, which the suite catches.
 #[test]
 fn a_preempted_vcpu_with_a_flush_pending_is_not_reported() {
     for (preempted, pending) in [(true, true), (true, false), (false, true)] {
