@@ -17,6 +17,9 @@
 #   git worktree add /tmp/mutants-run HEAD && cp -a target /tmp/mutants-run/
 #   cd /tmp/mutants-run && scripts/mutants.sh --shard 1/4
 # Needs cargo-mutants (scripts/install-mutants.sh). nice: other builds first.
+# --jobserver false: cargo-mutants' own jobserver otherwise overrides
+# CARGO_BUILD_JOBS (up to three rustc at once were seen with it set to 1);
+# without it cargo takes its -j from CARGO_BUILD_JOBS as usual.
 set -eu
 # --workspace: the workspace's default-members is the cli alone (b794959);
 # without it cargo-mutants sees only crates/cli and every -f below matches
@@ -26,7 +29,7 @@ if [ "${1:-}" = "--oracle" ]; then
     # A missed mutant runs the whole of the three packages' tests (~3.5 min
     # on 2 shared cores, the checker's symmetry and thread tests most of
     # it): 240 s is a timeout only for a mutant that loops.
-    exec nice -n 15 cargo mutants --workspace --in-place --baseline=skip \
+    exec nice -n 15 cargo mutants --workspace --jobserver false --in-place --baseline=skip \
         -f crates/kernel/src/hw/mmu.rs \
         --test-package kernel --test-package sim --test-package check \
         --timeout 240 --build-timeout 900 "$@"
@@ -43,7 +46,7 @@ if [ "${1:-}" = "--file" ]; then
     # second --baseline, and pass 2 should run it).
     # shellcheck disable=SC2086
     exec env CARGO_INCREMENTAL=0 CARGO_PROFILE_TEST_DEBUG=0 CARGO_PROFILE_TEST_OPT_LEVEL=1 \
-        nice -n 15 cargo mutants --workspace --in-place $baseline \
+        nice -n 15 cargo mutants --workspace --jobserver false --in-place $baseline \
         -f "$file" \
         --test-package kernel --test-package sim \
         --timeout 120 --build-timeout 900 "$@"
@@ -52,7 +55,7 @@ RE='FlushTlbMmRange::step|flush_tlb_func|native_flush_tlb_multi|switch_mm_irqs_o
 RE="$RE|tlb_finish_mmu|tlb_remove_table_sync_one"
 RE="$RE|FlushTlbRange::|may_defer|enqueue|local_tlb_flush_queue_drain"
 RE="$RE|__ptep_set_access_flags|flush_tlb_fix_spurious_fault|local_flush_tlb_page"
-exec nice -n 15 cargo mutants --workspace --in-place --baseline=skip \
+exec nice -n 15 cargo mutants --workspace --jobserver false --in-place --baseline=skip \
     -f crates/kernel/src/arch/x86/tlb.rs \
     -f crates/kernel/src/mm/mmu_gather.rs \
     -f crates/kernel/src/arch/riscv/tlbflush.rs \
