@@ -46,9 +46,16 @@ fn the_reduction_keeps_every_final_state_of_the_catalogues() {
         Path::new(CATALOGUES).join("riscv"),
         x86,
     ];
+    let mut shared = true;
     for dir in dirs {
+        if !dir.exists() {
+            // As conformance.rs: a checkout without ../shared next to it.
+            eprintln!("SKIPPED: {} is absent (../shared/litmus)", dir.display());
+            shared = false;
+            continue;
+        }
         let mut files: Vec<_> = std::fs::read_dir(&dir)
-            .expect("the shared catalogues")
+            .expect("a directory that exists reads")
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "litmus"))
             .collect();
@@ -62,10 +69,15 @@ fn the_reduction_keeps_every_final_state_of_the_catalogues() {
             (reduced, full, tests) = (reduced + r, full + a, tests + 1);
         }
     }
-    assert!(tests >= 400, "only {tests} tests ran");
+    // The shared catalogues hold 448 runnable tests; the bundled x86 shapes 9.
+    assert!(
+        tests >= if shared { 400 } else { 9 },
+        "only {tests} tests ran"
+    );
     // Where a thread's barrier, register operation or last loads commute
     // with the rest, the reduced search skips interleavings (aarch64:
-    // 10,490 -> 7,409 states, RISC-V 524,648 -> 444,237 when written).
+    // 10,490 -> 7,409 states, RISC-V 524,648 -> 444,237 when written; the
+    // x86 shapes alone: SB+mfences 49 -> 47, SB+xchgs 60 -> 46).
     assert!(reduced < full, "{reduced} states reduced, {full} full");
 }
 
