@@ -124,9 +124,9 @@ struct State {
 const LOC_STRIDE: i64 = 0x1000;
 
 /// Run `test` exhaustively, with the partial-order reduction (a thread
-/// whose next step commutes with the rest runs alone). `Err`: the test does something the model cannot express
-/// (an access to an address that is no location, a loop), or exceeds
-/// [`MAX_STATES`].
+/// whose next step commutes with the rest runs alone). `Err`: the test
+/// does something the model cannot express (an access to an address that
+/// is no location, a loop), or exceeds [`MAX_STATES`].
 pub fn run(test: &Test) -> Result<RunResult, String> {
     run_with(test, true)
 }
