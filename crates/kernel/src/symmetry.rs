@@ -173,11 +173,17 @@ impl Renaming<'_> {
     }
     /// A store buffer with the CPUs its locations name renamed.
     fn membuf(&self, b: &StoreBuffer) -> StoreBuffer {
-        let mut b = b.clone();
-        for e in &mut b.entries {
-            e.loc = e.loc.renamed(|c| self.cpu(c));
+        StoreBuffer {
+            entries: b.entries.iter().map(|e| self.buffered(e)).collect(),
+            ..*b
         }
-        b
+    }
+    /// A buffered store with the CPU its location names renamed.
+    fn buffered(&self, e: &Buffered) -> Buffered {
+        Buffered {
+            loc: e.loc.renamed(|c| self.cpu(c)),
+            ..*e
+        }
     }
     /// An rwsem with its writer and waiters renamed.
     fn rwsem(&self, s: &Rwsem) -> Rwsem {
@@ -528,11 +534,7 @@ fn hash_membuf<H: Hasher>(b: &StoreBuffer, r: &Renaming, h: &mut H) {
     let StoreBuffer { entries, epoch } = b;
     entries.len().hash(h);
     for e in entries {
-        Buffered {
-            loc: e.loc.renamed(|c| r.cpu(c)),
-            ..*e
-        }
-        .hash(h);
+        r.buffered(e).hash(h);
     }
     epoch.hash(h);
 }

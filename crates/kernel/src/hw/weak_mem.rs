@@ -45,6 +45,14 @@ pub struct WeakMem {
     clean: Hint<Option<u64>>,
 }
 
+/// [`WeakMem::renaming`]'s result.
+struct Renaming {
+    new_locs: Vec<Loc>,
+    order: Vec<LocId>,
+    to: Vec<LocId>,
+    from: Vec<usize>,
+}
+
 impl Default for WeakMem {
     fn default() -> Self {
         WeakMem {
@@ -472,26 +480,44 @@ impl WeakMem {
         }
     }
 
+    /// What renaming CPU `c` to `perm[c]` does to these tables (held
+    /// locations, so `perm` covers every view): the renamed locations by
+    /// old id, `order[new] = old` (re-sorted by renamed location), `to[old]
+    /// = new`, and `from[k]`, the old CPU whose view becomes CPU `k`'s.
+    fn renaming(&self, perm: &[CpuId]) -> Renaming {
+        let new_locs: Vec<Loc> = (self.locs.iter())
+            .map(|l| l.renamed(|c| perm[c as usize]))
+            .collect();
+        let mut order: Vec<LocId> = (0..self.locs.len()).collect();
+        order.sort_unstable_by_key(|&i| new_locs[i]);
+        let mut to = vec![0; order.len()];
+        for (new, &old) in order.iter().enumerate() {
+            to[old] = new;
+        }
+        let mut from = vec![0; self.views.len()];
+        for c in 0..self.views.len() {
+            from[perm[c] as usize] = c;
+        }
+        Renaming {
+            new_locs,
+            order,
+            to,
+            from,
+        }
+    }
+
     /// These tables with CPU `c` renamed `perm[c]` (views reordered,
     /// locations and writers renamed), re-sorted.
     pub fn renamed(&self, perm: &[CpuId]) -> WeakMem {
         if self.locs.is_empty() {
             return self.clone();
         }
-        let f = |c: CpuId| perm[c as usize];
-        let new_locs: Vec<Loc> = self.locs.iter().map(|l| l.renamed(f)).collect();
-        let mut order: Vec<LocId> = (0..self.locs.len()).collect();
-        order.sort_by_key(|&i| new_locs[i]);
-        // old id -> new id
-        let mut to = vec![0; order.len()];
-        for (new, &old) in order.iter().enumerate() {
-            to[old] = new;
-        }
-        // New CPU k's view is old CPU `from[k]`'s, its locations reordered.
-        let mut from = vec![0; self.views.len()];
-        for c in 0..self.views.len() {
-            from[perm[c] as usize] = c;
-        }
+        let Renaming {
+            new_locs,
+            order,
+            to,
+            from,
+        } = self.renaming(perm);
         let views = from
             .iter()
             .map(|&c| {
@@ -526,17 +552,12 @@ impl WeakMem {
         if self.locs.is_empty() {
             return self.hash(h);
         }
-        let new_locs: Vec<Loc> = self
-            .locs
-            .iter()
-            .map(|l| l.renamed(|c| perm[c as usize]))
-            .collect();
-        let mut order: Vec<LocId> = (0..self.locs.len()).collect();
-        order.sort_unstable_by_key(|&i| new_locs[i]);
-        let mut to = vec![0; order.len()];
-        for (new, &old) in order.iter().enumerate() {
-            to[old] = new;
-        }
+        let Renaming {
+            new_locs,
+            order,
+            to,
+            from,
+        } = self.renaming(perm);
         h.write_usize(order.len());
         for &o in &order {
             (new_locs[o], self.mem.init[o]).hash(h);
@@ -544,10 +565,6 @@ impl WeakMem {
         h.write_usize(self.mem.msgs.len());
         for m in &self.mem.msgs {
             (to[m.loc], m.val, perm[m.tid], m.kind).hash(h);
-        }
-        let mut from = vec![0; self.views.len()];
-        for (c, &p) in perm.iter().enumerate().take(self.views.len()) {
-            from[p as usize] = c;
         }
         h.write_usize(from.len());
         for &c in &from {
