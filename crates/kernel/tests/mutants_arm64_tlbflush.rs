@@ -339,6 +339,7 @@ fn spurious_fault_fix_is_a_local_tlbi_ordered_after_earlier_stores() {
         "{:?}",
         fx.labels
     );
+    assert_eq!(w.counters.tlbi_local, 1, "one TLBI VALE1");
     // Upstream: a no-op.
     let (mut w, mm, _, asid, page) = wp_world(&[]);
     flush_tlb_fix_spurious_fault(&mut w, 0, mm, page, &mut Effects::default());
@@ -729,4 +730,219 @@ fn switch_mm_to_init_mm_and_across_a_rollover() {
     assert_eq!(w.asids.rollovers, 1);
     assert_eq!((w.counters.full_flushes, w.counters.cr3_writes), (1, 4));
     assert!(!cached(&mut w, 0, 1, VA), "local_flush_tlb_all");
+}
+
+// ---------------------------------------------------------------------------
+// The weak model with the leading DSB dropped: the completing DSB waits
+// for the next step (pass 1 of docs/mutants.md at 7f59eb2)
+// ---------------------------------------------------------------------------
+
+/// [`tlbi_world`] under the weak model with barrier `drop` removed
+/// (`inject.drop_barrier`, a checker configuration), and CPU0's buffered
+/// clear of a PTE (entry 0 of a new table, `pte::PRESENT` in memory):
+/// the zap's store that the dropped `dsb(*st)` would have drained.
+fn weak_world_with_a_buffered_pte_clear(pages: u64, drop: &str) -> (World, MmId, Pfn, u64) {
+    let (mut w, mm) = tlbi_world(pages);
+    w.cfg.memory_model = MemoryModel::Weak;
+    w.cfg.inject.drop_barrier = drop.into();
+    let table = w.mem.alloc(FrameUse::Table(1)).unwrap();
+    let old = pte::make(5, pte::PRESENT);
+    w.mem.write(table, 0, old);
+    mo::store(
+        &mut w,
+        0,
+        Loc::Pte { table, idx: 0 },
+        0,
+        &mut Effects::default(),
+    );
+    assert_eq!(w.membufs[0].entries.len(), 1, "the clear is buffered");
+    (w, mm, table, old)
+}
+
+/// Pins `store_buffered` and `Dsb::step`: without `dsb(ishst)` the `dsb(ish)` runs steps later.
+#[test]
+fn weak_range_flush_without_dsb_ishst_defers_its_dsb_ish() {
+    // `flush_tlb_range_weak` with `dsb(ishst)` dropped: the PTE clear is
+    // still buffered at the `dsb(ish)` (a store, not a TLBI), so the DSB is
+    // returned to run later: its first step yields, its second drains.
+    use kernel::arch::arm64::tlbflush::{flush_tlb_range_weak, Dsb};
+    use kernel::hw::memory_model::Order;
+    let (mut w, mm, table, old) =
+        weak_world_with_a_buffered_pte_clear(3, mo::FLUSH_TLB_RANGE_DSB_ISHST);
+    let mut fx = traced();
+    let dsb = flush_tlb_range_weak(&mut w, 0, mm, VA, VA + 2 * PAGE_SIZE, true, &mut fx);
+    assert!(fx.labels.contains(&Label::BarrierDropped {
+        name: mo::FLUSH_TLB_RANGE_DSB_ISHST
+    }));
+    // The clear is still buffered behind no DSB: the dsb(ish) is deferred.
+    let mut dsb = dsb.expect("a store is buffered at the dsb(ish)");
+    assert_eq!(
+        dsb,
+        Dsb {
+            name: mo::FLUSH_TLB_RANGE_DSB_ISH,
+            order: Order::Full,
+            yielded: false,
+        }
+    );
+    assert_eq!(buffered_tlbis(&fx), [VA, VA + PAGE_SIZE]);
+    assert_eq!(w.membufs[0].entries.len(), 3, "the clear and two TLBIs");
+    assert_eq!(w.mem.read(table, 0), Some(old));
+    assert_eq!((w.counters.tlbi_is, w.counters.dsb_ish), (2, 1));
+    // Its first step only ends the step: the window in which other CPUs'
+    // walkers run with the TLBIs in flight.
+    let mut fx = traced();
+    assert!(matches!(dsb.step(&mut w, 0, &mut fx), Flow::Yield));
+    assert_eq!(w.membufs[0].entries.len(), 3, "nothing completed yet");
+    for c in 0..2 {
+        assert!(cached(&mut w, c, ASID, VA), "CPU{c}: still in flight");
+    }
+    // The next step executes the dsb(ish): the clear reaches memory, the
+    // TLBIs complete on every CPU; the pages around stay.
+    assert!(matches!(dsb.step(&mut w, 0, &mut fx), Flow::Return));
+    assert!(w.membufs[0].is_empty());
+    assert_eq!(w.mem.read(table, 0), Some(0));
+    for c in 0..2 {
+        assert!(!cached(&mut w, c, ASID, VA), "CPU{c}");
+        assert!(!cached(&mut w, c, ASID, VA + PAGE_SIZE), "CPU{c}");
+        assert!(cached(&mut w, c, ASID, VA - PAGE_SIZE), "CPU{c}");
+        assert!(cached(&mut w, c, ASID, VA + 2 * PAGE_SIZE), "CPU{c}");
+    }
+}
+
+/// Pins `store_buffered` in `local_flush_tlb_page_weak`: without `dsb(nshst)` its `dsb(nsh)` waits.
+#[test]
+fn weak_local_flush_without_dsb_nshst_defers_its_dsb_nsh() {
+    // The returned `dsb(nsh)`, two steps later, drains the store and
+    // completes the `TLBI VALE1` of the page (the address rounded down) on
+    // this CPU only.
+    use kernel::arch::arm64::tlbflush::{local_flush_tlb_page_weak, Dsb};
+    use kernel::hw::memory_model::Order;
+    let (mut w, mm, table, old) =
+        weak_world_with_a_buffered_pte_clear(2, mo::LOCAL_FLUSH_DSB_NSHST);
+    let mut fx = traced();
+    let dsb = local_flush_tlb_page_weak(&mut w, 0, mm, VA + 0x10, &mut fx);
+    let mut dsb = dsb.expect("a store is buffered at the dsb(nsh)");
+    assert_eq!(
+        dsb,
+        Dsb {
+            name: mo::LOCAL_FLUSH_DSB_NSH,
+            order: Order::NonShareable,
+            yielded: false,
+        }
+    );
+    assert_eq!(buffered_tlbis(&fx), [VA]);
+    assert_eq!(w.mem.read(table, 0), Some(old));
+    assert_eq!(w.counters.tlbi_local, 1);
+    assert!(matches!(dsb.step(&mut w, 0, &mut fx), Flow::Yield));
+    assert!(cached(&mut w, 0, ASID, VA), "in flight");
+    assert!(matches!(dsb.step(&mut w, 0, &mut fx), Flow::Return));
+    assert!(w.membufs[0].is_empty());
+    assert_eq!(w.mem.read(table, 0), Some(0));
+    assert!(!cached(&mut w, 0, ASID, VA));
+    assert!(cached(&mut w, 0, ASID, VA + PAGE_SIZE));
+    assert!(cached(&mut w, 1, ASID, VA), "local: CPU1 keeps it");
+}
+
+/// Pins `defer_dsb`: a write upgrade without `dsb(ishst)` pushes its `dsb(ish)` on the task.
+#[test]
+fn weak_write_upgrade_pushes_a_deferred_dsb_on_the_faulting_task() {
+    // The DSB runs in the faulting task's next step; with the barrier in
+    // place the flush completes at once and nothing is pushed.
+    use kernel::arch::arm64::tlbflush::Dsb;
+    use kernel::hw::memory_model::Order;
+    for drop in [false, true] {
+        let (mut w, mm, table, asid, page) = wp_world(&[]);
+        if drop {
+            w.cfg.inject.drop_barrier = mo::FLUSH_TLB_RANGE_DSB_ISHST.into();
+        }
+        let t = w.spawn(mm, 0, vec![], false);
+        w.cpus[0].curr = Some(t);
+        let entry = pte::make(5, pte::PRESENT | pte::WRITE);
+        let mut fx = Effects::default();
+        assert!(write_fault(&mut w, mm, table, page, entry, &mut fx));
+        let stack = &w.tasks[t as usize].kstack;
+        if !drop {
+            assert!(stack.is_empty(), "completed in this step");
+            assert!(!cached(&mut w, 1, asid, page));
+            continue;
+        }
+        let expect = Dsb {
+            name: mo::FLUSH_TLB_RANGE_DSB_ISH,
+            order: Order::Full,
+            yielded: false,
+        };
+        assert!(
+            stack.len() == 1 && matches!(stack.last(), Some(Frame::Arm64Dsb(d)) if *d == expect),
+            "the dsb(ish) is pushed"
+        );
+        assert!(cached(&mut w, 1, asid, page), "the TLBI is in flight");
+    }
+}
+
+/// Pins `tlbi_ops`' guard: past `MAX_TLBI_RANGE_PAGES`, what scales 3..0 leave is one op a page.
+#[test]
+fn tlbi_ops_past_max_tlbi_range_pages_counts_the_rest_per_page() {
+    // `__flush_tlb_range` never asks so (it takes the whole ASID past
+    // `MAX_TLBI_RANGE_PAGES`); the guard keeps the count finite.
+    use kernel::arch::arm64::tlbflush::{tlbi_ops, MAX_TLBI_RANGE_PAGES as MAX};
+    // Scale 3's largest op, then a single-page op.
+    assert_eq!(tlbi_ops(MAX + 1, true), 2);
+    // Each scale's largest op: 32 << (5 * scale + 1) pages; the rest one
+    // op a page.
+    let rest = 2 * MAX - MAX - (1 << 16) - (1 << 11) - (1 << 6);
+    assert_eq!(tlbi_ops(2 * MAX, true), 4 + rest);
+}
+
+/// Pins `tlb_flush`'s `last_level`: only a gather that freed a table drops the walk caches.
+#[test]
+fn tlb_flush_drops_walk_caches_only_when_tables_were_freed() {
+    use kernel::arch::arm64::tlbflush::tlb_flush;
+    // asm/tlb.h: `last_level = !tlb->freed_tables`: `TLBI VALE1IS` (leaf
+    // entries only) for a zap that freed no table, `TLBI VAE1IS` (the walk
+    // cache too) on every CPU for one that did.
+    for freed in [false, true] {
+        let (mut w, mm) = tlbi_world(1);
+        let t = w.spawn(mm, 0, vec![], false);
+        for c in 0..2 {
+            w.cpus[c].tlb.psc_fill(ASID, VA, 9, 0);
+        }
+        let g = &mut w.tasks[t as usize].gather;
+        g.tlb_gather_mmu(mm);
+        g.remove_page(11, VA);
+        if freed {
+            g.remove_table(9, VA);
+        }
+        let mut fx = traced();
+        assert!(matches!(tlb_flush(&mut w, t, &mut fx), Flow::Yield));
+        for c in 0..2 {
+            assert!(!cached(&mut w, c, ASID, VA), "CPU{c}, freed {freed}");
+            assert!(cached(&mut w, c, ASID, VA - PAGE_SIZE), "CPU{c}");
+            let walk = w.cpus[c].tlb.psc_lookup(ASID, VA).is_some();
+            assert_eq!(walk, !freed, "CPU{c}'s walk cache, freed {freed}");
+        }
+        assert_eq!(tlbi_labels(&fx), [(ASID, VA, Some(1), 1)]);
+    }
+}
+
+/// Pins `tlbi_ops`: `(num + 1) << (5 * scale + 1)` pages per range op, scales 3..0, odd page alone.
+#[test]
+fn range_tlbi_op_count_is_the_encodings_decomposition() {
+    use kernel::arch::arm64::tlbflush::tlbi_ops;
+    // Without FEAT_TLBIRANGE one op a page.
+    assert_eq!(tlbi_ops(5, false), 5);
+    // 1: the single-page op; 2: scale 0, num 0; 3: that and a single.
+    assert_eq!(tlbi_ops(1, true), 1);
+    assert_eq!(tlbi_ops(2, true), 1);
+    assert_eq!(tlbi_ops(3, true), 2);
+    // 64 = scale 1, num 0; 66 = that and scale 0, num 0; 512 = scale 1,
+    // num 7; 513 = that and a single; 2048 = scale 2, num 0.
+    assert_eq!(tlbi_ops(64, true), 1);
+    assert_eq!(tlbi_ops(66, true), 2);
+    assert_eq!(tlbi_ops(512, true), 1);
+    assert_eq!(tlbi_ops(513, true), 2);
+    assert_eq!(tlbi_ops(2048, true), 1);
+    // 2^21 - 1 = 31 << 16 + 31 << 11 + 31 << 6 + 31 << 1 + 1: num 30 at
+    // each of scales 3, 2, 1, 0, then a single: 5 ops.
+    assert_eq!(tlbi_ops((1 << 21) - 1, true), 5);
+    assert_eq!(tlbi_ops(0, true), 0);
 }
