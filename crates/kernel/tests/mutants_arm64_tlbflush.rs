@@ -946,3 +946,22 @@ fn range_tlbi_op_count_is_the_encodings_decomposition() {
     assert_eq!(tlbi_ops((1 << 21) - 1, true), 5);
     assert_eq!(tlbi_ops(0, true), 0);
 }
+
+/// Pins `end - start >= MAX_DVM_OPS * stride` high in the address space: 512 pages are the ASID.
+#[test]
+fn without_range_tlbi_512_pages_high_up_are_the_whole_asid() {
+    use kernel::arch::arm64::tlbflush::{__flush_tlb_range, MAX_DVM_OPS};
+    // Without FEAT_TLBIRANGE, `MAX_DVM_OPS` strides from `VA` (where
+    // `end / start` is 1): `flush_tlb_mm`, one `TLBI ASIDE1IS`, so the page
+    // below the range goes too, on every CPU; another ASID's entry stays.
+    let (mut w, mm) = tlbi_world(1);
+    let mut fx = traced();
+    let end = VA + MAX_DVM_OPS * PAGE_SIZE;
+    __flush_tlb_range(&mut w, mm, VA, end, PAGE_SIZE, true, &mut fx);
+    assert_eq!(tlbi_labels(&fx), [(ASID, 0, None, 1)]);
+    for c in 0..2 {
+        assert!(!cached(&mut w, c, ASID, VA - PAGE_SIZE), "CPU{c}");
+        assert!(cached(&mut w, c, ASID + 1, VA), "CPU{c}");
+    }
+    assert_eq!((w.counters.tlbi_is, w.counters.dsb_ish), (1, 1));
+}
