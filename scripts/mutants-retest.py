@@ -21,6 +21,7 @@ summary at the end; results also in OUT_DIR/retest.json.
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -43,6 +44,9 @@ def patch(diff_path, file, reverse):
 
 
 def main():
+    # Stopped by SIGTERM or SIGINT, revert the mutant being tested first
+    # (the `finally` below), so that the copy is left unmutated.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     argv = sys.argv[1:]
     if not argv or argv[0].startswith("-"):
         sys.exit(__doc__.strip().splitlines()[2])
