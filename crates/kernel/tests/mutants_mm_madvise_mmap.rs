@@ -482,3 +482,277 @@ fn vfree_with_reset_perms_purges_at_once_with_a_full_flush() {
     assert_eq!(obj_va(&w, 3), Some(vpage(0)), "an exact fit");
     assert!(w.violations.is_empty(), "{:?}", w.violations);
 }
+
+// ---------------------------------------------------------------------
+// mm/mmap.rs
+// ---------------------------------------------------------------------
+
+use kernel::mm::mmap::{pud_table, Munmap, Pc as MunmapPc};
+
+/// Task `t`'s munmap (or `exit_mmap`) in progress, if any.
+fn munmap_frame(w: &World, t: TaskId) -> Option<&Munmap> {
+    w.tasks[t as usize].kstack.iter().find_map(|f| match f {
+        Frame::Munmap(m) => Some(m),
+        _ => None,
+    })
+}
+
+/// The PMD entry mapping `va`'s PTE table in `mm` (0: none).
+fn pmd(w: &World, mm: MmId, va: u64) -> u64 {
+    kernel::mm::gup::read_pmd(w, mm, va).map_or(0, |(_, e)| e)
+}
+
+/// Task 0 runs `prog` on CPU 0 to its end; returns the distinct program
+/// points its munmaps went through, in order.
+fn run_munmaps(w: &mut World) -> Vec<MunmapPc> {
+    let (mut en, mut fx, mut pcs) = (Vec::new(), Effects::default(), Vec::new());
+    for _ in 0..100_000 {
+        if exited(w, 0) {
+            return pcs;
+        }
+        w.enabled(&mut en);
+        fx.clear();
+        w.step(en[0].0, en[0].1, &mut fx);
+        if let Some(pc) = munmap_frame(w, 0).map(|m| m.pc) {
+            if pcs.last() != Some(&pc) {
+                pcs.push(pc);
+            }
+        }
+    }
+    panic!("the munmaps did not finish");
+}
+
+/// One PTE table's span (2 MiB): offsets from P below are in tables.
+/// Anonymous VMAs at `[s, e)` offsets from P, populated in the offsets
+/// `pop`; task 0 on CPU 0 runs `prog`.
+fn mm_world(vmas: &[(u64, u64)], pop: &[(u64, u64)], prog: Vec<UserOp>) -> (World, MmId) {
+    let mut w = new_world(1, &[]);
+    let mm = w.mm_alloc().unwrap();
+    for &(s, e) in vmas {
+        w.add_vma(mm, P + s, e - s);
+    }
+    for &(s, e) in pop {
+        populate_range(&mut w, mm, P + s, P + e).unwrap();
+    }
+    w.spawn(mm, 0, prog, true);
+    (w, mm)
+}
+
+fn munmap(s: u64, e: u64) -> UserOp {
+    UserOp::Munmap {
+        start: P + s,
+        len: e - s,
+    }
+}
+
+const M: u64 = HPAGE_SIZE;
+const K: u64 = PAGE_SIZE;
+
+/// `free_pgtables` → `free_pgd_range`: after the zap, a PTE table is
+/// freed (its PMD cleared) when no VMA left in the mm overlaps the 2 MiB
+/// it maps, whatever the munmap's alignment. In tables (M = 2 MiB):
+/// A [0, 2M+4K) keeps table 2 (its page there) when B [2M+4K, 6M) goes,
+/// while tables 3 to 5 go although B did not start on a table boundary;
+/// C [6M, 8M) starts right at table 5's end and ends right at table 8's
+/// start, E [12M, 14M) starts right after D [8M, 12M): neither keeps a
+/// table of B or D. D's tables 10 and 11, never populated, have none.
+/// The VMAs go (`vms_gather_munmap_vmas`), the zapped pages are freed,
+/// `mmap_lock` and the VMA locks are released.
+#[test]
+fn munmap_frees_the_pte_tables_no_remaining_vma_overlaps() {
+    let vmas = [
+        (0, 2 * M + K),
+        (2 * M + K, 6 * M),
+        (6 * M, 8 * M),
+        (8 * M, 12 * M),
+        (12 * M, 14 * M),
+    ];
+    let pop = [(0, 10 * M), (12 * M, 14 * M)];
+    let prog = vec![munmap(2 * M + K, 6 * M), munmap(8 * M, 12 * M)];
+    let (mut w, mm) = mm_world(&vmas, &pop, prog);
+    let gone = pfns(
+        &w,
+        mm,
+        [2 * M + K, 4 * M, 6 * M - K, 8 * M, 10 * M - K].map(|o| P + o),
+    );
+    run_munmaps(&mut w);
+    let left: Vec<(u64, u64)> = w.mms[mm as usize]
+        .vmas
+        .iter()
+        .map(|v| (v.start - P, v.end - P))
+        .collect();
+    assert_eq!(left, vec![vmas[0], vmas[2], vmas[4]]);
+    for t in 0..14u64 {
+        let kept = matches!(t, 0..=2 | 6 | 7 | 12 | 13);
+        assert_eq!(pte::present(pmd(&w, mm, P + t * M)), kept, "table {t}");
+    }
+    for off in [0, 2 * M, 6 * M, 8 * M - K, 12 * M] {
+        assert!(pte::present(pte_of(&w, mm, P + off)), "{off:#x} kept");
+    }
+    assert!(gone.iter().all(|&p| w.mem.usage(p) == FrameUse::Free));
+    assert!(!w.mms[mm as usize].mmap_lock.locked());
+    assert!(w.mms[mm as usize].vmas.iter().all(|v| !v.vm_write_locked));
+    assert!(w.violations.is_empty(), "{:?}", w.violations);
+}
+
+/// `unmap_vmas` walks the VMAs in the range one by one, `tlb_end_vma`
+/// after each one that ends inside it (B at 2M+4K, mid-table; C at 4M;
+/// M = 2 MiB), and nowhere else; the outer VMAs are split
+/// (`__split_vma`) and keep their outer parts; the PTEs of [4K, 5M) are
+/// gone, tables 1 to 4 (no VMA left there) too, tables 0 and 5 stay.
+#[test]
+fn munmap_across_vmas_ends_each_vma_inside_the_range() {
+    let vmas = [(0, 2 * M + K), (2 * M + K, 4 * M), (4 * M, 6 * M)];
+    let (mut w, mm) = mm_world(&vmas, &[(0, 6 * M)], vec![munmap(K, 5 * M)]);
+    let pcs = run_munmaps(&mut w);
+    let ends: Vec<u64> = pcs
+        .iter()
+        .filter_map(|pc| match *pc {
+            MunmapPc::EndVma(a) if a < P + 5 * M => Some(a - P),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ends, vec![2 * M + K, 4 * M]);
+    assert!(!pcs.iter().any(|pc| matches!(pc, MunmapPc::BatchFlush(_))));
+    let left: Vec<(u64, u64)> = w.mms[mm as usize]
+        .vmas
+        .iter()
+        .map(|v| (v.start - P, v.end - P))
+        .collect();
+    assert_eq!(left, vec![(0, K), (5 * M, 6 * M)]);
+    assert!(pte::present(pte_of(&w, mm, P)));
+    assert!(pte::present(pte_of(&w, mm, P + 5 * M)));
+    for off in [K, 2 * M - K, 2 * M, 2 * M + K, 4 * M, 5 * M - K] {
+        assert!(!pte::present(pte_of(&w, mm, P + off)), "{off:#x}");
+    }
+    for t in 0..6u64 {
+        let kept = t == 0 || t == 5;
+        assert_eq!(pte::present(pmd(&w, mm, P + t * M)), kept, "table {t}");
+    }
+    assert!(w.violations.is_empty(), "{:?}", w.violations);
+}
+
+/// 20 populated PTE tables in one munmap: as for `MADV_DONTNEED`, the
+/// full batches force one `tlb_flush_mmu` after the 19th table (the
+/// first 19 tables' pages free, the 20th table's still mapped), then the
+/// rest; one VMA, so no `tlb_end_vma`.
+#[test]
+fn munmap_flushes_once_mid_zap_when_the_batches_fill() {
+    let (mut w, mm) = mm_world(&[(0, 20 * M)], &[(0, 20 * M)], vec![munmap(0, 20 * M)]);
+    let first = pfns(&w, mm, [P, P + 19 * M - K]);
+    let last = pfns(&w, mm, [P + 19 * M, P + 20 * M - K]);
+    let (mut en, mut fx, mut flushes) = (Vec::new(), Effects::default(), Vec::new());
+    for _ in 0..10_000 {
+        if exited(&w, 0) {
+            break;
+        }
+        w.enabled(&mut en);
+        fx.clear();
+        w.step(en[0].0, en[0].1, &mut fx);
+        match munmap_frame(&w, 0).map(|m| m.pc) {
+            Some(MunmapPc::BatchFlush(a)) if flushes.last() != Some(&a) => flushes.push(a),
+            Some(MunmapPc::Zap(a)) if a == P + 19 * M && !flushes.is_empty() => {
+                assert!(first.iter().all(|&p| w.mem.usage(p) == FrameUse::Free));
+                assert!(last.iter().all(|&p| w.mem.usage(p) != FrameUse::Free));
+            }
+            Some(MunmapPc::EndVma(a)) => panic!("tlb_end_vma at {a:#x}"),
+            _ => {}
+        }
+    }
+    assert!(exited(&w, 0));
+    assert_eq!(flushes, vec![P + 19 * M]);
+    assert!(last.iter().all(|&p| w.mem.usage(p) == FrameUse::Free));
+    assert!(w.mms[mm as usize].vmas.is_empty());
+    assert!(w.violations.is_empty(), "{:?}", w.violations);
+}
+
+/// `free_pgtables` is a step of its own: the PTE table is unhooked (PMD
+/// cleared) and the munmap stops there, before `tlb_finish_mmu`'s flush,
+/// so other CPUs may run between the unhook and the flush (the window the
+/// table freeing's RCU and `tlb_remove_table_sync_one` exist for).
+#[test]
+fn munmap_unhooks_the_tables_in_a_step_before_the_flush() {
+    let (mut w, mm) = mm_world(&[(0, M)], &[(0, M)], vec![munmap(0, M)]);
+    let (mut en, mut fx) = (Vec::new(), Effects::default());
+    for _ in 0..1000 {
+        assert!(!exited(&w, 0), "the PMD was never cleared");
+        w.enabled(&mut en);
+        fx.clear();
+        w.step(en[0].0, en[0].1, &mut fx);
+        if !pte::present(pmd(&w, mm, P)) {
+            break;
+        }
+    }
+    assert_eq!(munmap_frame(&w, 0).map(|m| m.pc), Some(MunmapPc::Flush));
+    drive(&mut w, all, |w| exited(w, 0));
+    assert!(w.violations.is_empty(), "{:?}", w.violations);
+}
+
+/// `exit()` of the mm's last task: `exit_mm` → `mmput` → `exit_mmap`
+/// tears down every VMA under a `fullmm` gather (from the lowest VMA's
+/// start to the highest one's end, 2 GiB apart here: two PUD entries),
+/// frees every page,
+/// and `free_pgtables` frees the PTE tables and, the mm being empty, the
+/// PMD and PUD tables too (the PGD entries cleared).
+#[test]
+fn exit_mmap_tears_down_every_vma_and_the_tables_above_them() {
+    const G: u64 = 2 << 30;
+    let vmas = [(0, M), (G, G + 2 * M)];
+    let (mut w, mm) = mm_world(&vmas, &[(0, M), (G, G + 2 * M)], vec![UserOp::Exit]);
+    let pages = pfns(&w, mm, [P, P + M - K, P + G, P + G + 2 * M - K]);
+    let pcs = run_munmaps(&mut w);
+    assert!(pcs.contains(&MunmapPc::Flush), "exit_mmap ran");
+    assert!(w.mms[mm as usize].vmas.is_empty());
+    assert!(pages.iter().all(|&p| w.mem.usage(p) == FrameUse::Free));
+    for off in [0, G] {
+        assert_eq!(pud_table(&w, mm, P + off), None, "PGD entry at {off:#x}");
+    }
+    assert!(w.violations.is_empty(), "{:?}", w.violations);
+}
+
+/// An mm whose VMAs are all gone still has the PMD and PUD tables its
+/// munmaps left (munmap frees PTE tables only); its last task's `exit()`
+/// frees them (`free_pgd_range` with no VMA: every level), in a step of
+/// its own before the flush.
+#[test]
+fn exit_mmap_of_an_empty_mm_frees_the_upper_tables() {
+    let prog = vec![munmap(0, M), UserOp::Exit];
+    let (mut w, mm) = mm_world(&[(0, M)], &[(0, M)], prog);
+    drive(&mut w, all, |w| w.tasks[0].us.pc == 1);
+    assert!(w.mms[mm as usize].vmas.is_empty());
+    assert!(
+        pud_table(&w, mm, P).is_some(),
+        "munmap left the upper tables"
+    );
+    let (mut en, mut fx) = (Vec::new(), Effects::default());
+    for _ in 0..1000 {
+        assert!(!exited(&w, 0), "the PGD entry was never cleared");
+        w.enabled(&mut en);
+        fx.clear();
+        w.step(en[0].0, en[0].1, &mut fx);
+        if pud_table(&w, mm, P).is_none() {
+            break;
+        }
+    }
+    let m = munmap_frame(&w, 0).expect("exit_mmap");
+    assert!(m.fullmm);
+    assert_eq!(m.pc, MunmapPc::Flush);
+    drive(&mut w, all, |w| exited(w, 0));
+    assert!(w.violations.is_empty(), "{:?}", w.violations);
+}
+
+/// `mmput` tears the mm down only when its last user exits: the first
+/// of two tasks of one mm to `exit()` leaves the VMAs and pages; the
+/// second tears them down.
+#[test]
+fn exit_mmap_only_for_the_last_user_of_the_mm() {
+    let (mut w, mm) = mm_world(&[(0, M)], &[(0, M)], vec![UserOp::Exit]);
+    w.spawn(mm, 0, vec![UserOp::Exit], true);
+    drive(&mut w, all, |w| exited(w, 0) || exited(w, 1));
+    assert_eq!(w.mms[mm as usize].vmas.len(), 1, "another user left");
+    assert!(pte::present(pte_of(&w, mm, P)));
+    drive(&mut w, all, |w| exited(w, 0) && exited(w, 1));
+    assert!(w.mms[mm as usize].vmas.is_empty());
+    assert!(!pte::present(pte_of(&w, mm, P)));
+    assert!(w.violations.is_empty(), "{:?}", w.violations);
+}
