@@ -756,3 +756,89 @@ fn exit_mmap_only_for_the_last_user_of_the_mm() {
     assert!(!pte::present(pte_of(&w, mm, P)));
     assert!(w.violations.is_empty(), "{:?}", w.violations);
 }
+
+/// hugetlbfs: two mms map [H, H + 4 MiB) of one file and share its PMD
+/// table (`huge_pmd_share`); in B, anonymous VMAs end right at H's 1 GiB
+/// region and start right at its end. A's munmap only unshares
+/// (`huge_pmd_unshare`: its PUD entry cleared, the share count to 1, a
+/// full unshare) and leaves B's huge pages mapped. B, now the last user,
+/// unmaps [H, H + 2 MiB): the huge PMD is cleared (512 pages zapped, the
+/// huge page freed after the flush) but the table stays, the VMA still
+/// mapping [H + 2 MiB, H + 4 MiB) of its region; unmapping that frees the
+/// table (PUD entry cleared, no shared table left) and releases
+/// `i_mmap_rwsem`.
+#[test]
+fn hugetlb_munmap_unshares_then_the_last_user_frees_the_table() {
+    const H: u64 = 0x7f40_0000_0000;
+    const G: u64 = 1 << 30;
+    let mut w = new_world(2, &[]);
+    let (a, b) = (w.mm_alloc().unwrap(), w.mm_alloc().unwrap());
+    for mm in [a, b] {
+        w.add_vma_hugetlb(mm, H, 2 * M);
+    }
+    w.add_vma(b, H - M, M);
+    w.add_vma(b, H + G, M);
+    let touch = |addr| UserOp::Touch { addr, write: true };
+    let unmap = |start, len| UserOp::Munmap { start, len };
+    // (Compute: a pause between B's munmaps.)
+    let pause = UserOp::Compute { ns: 1 };
+    let prog = vec![touch(H), touch(H + M), unmap(H, M), pause, unmap(H + M, M)];
+    w.spawn(b, 1, prog, true);
+    w.spawn(a, 0, vec![touch(H), unmap(H, 2 * M)], true);
+    drive(&mut w, |c, _| c == 1, |w| w.tasks[0].us.pc == 2);
+    drive(&mut w, |c, _| c == 0, |w| w.tasks[1].us.pc == 1);
+    assert_eq!(w.counters.pmd_shares, 1);
+    let table = pte::pfn(pte_of_pud(&w, b, H));
+    let pages = [H, H + M].map(|va| {
+        let e = pmd(&w, b, va);
+        assert!(pte::huge(e), "{va:#x}");
+        pte::pfn(e)
+    });
+    // A's munmap: unshare only (B's CPU takes only interrupts).
+    let irq_or = |cpu| move |c, k| c == cpu || k == StepKind::TakeIrq;
+    drive(&mut w, irq_or(0), |w| exited(w, 1));
+    assert_eq!(pte_of_pud(&w, a, H), 0, "A's PUD entry cleared");
+    assert_eq!(w.counters.pmd_unshares, 1);
+    assert_eq!(w.counters.pmd_fully_unshared, 1);
+    assert_eq!(w.hugetlb_pmds.len(), 1);
+    assert_eq!(
+        (w.hugetlb_pmds[0].table, w.hugetlb_pmds[0].users),
+        (table, 1)
+    );
+    assert!(pte::huge(pmd(&w, b, H)) && pte::huge(pmd(&w, b, H + M)));
+    assert!(pages.iter().all(|&p| w.mem.usage(p) != FrameUse::Free));
+    // B's first munmap: the huge PMD goes, the table stays.
+    let mut zapped = Vec::new();
+    let (mut en, mut fx) = (Vec::new(), Effects::default());
+    fx.tracing = true;
+    while w.tasks[0].us.pc < 4 {
+        w.enabled(&mut en);
+        let &(c, k) = en.iter().find(|&&(c, k)| irq_or(1)(c, k)).unwrap();
+        fx.clear();
+        w.step(c, k, &mut fx);
+        zapped.extend(fx.labels.iter().filter_map(|l| match *l {
+            Label::ZapPtes { pages, start, .. } => Some((pages, start)),
+            _ => None,
+        }));
+    }
+    assert_eq!(zapped, vec![(512, H)], "one huge page");
+    assert_eq!(pmd(&w, b, H), 0);
+    assert!(pte::huge(pmd(&w, b, H + M)));
+    assert_eq!(w.mem.usage(pages[0]), FrameUse::Free);
+    assert_ne!(w.mem.usage(pages[1]), FrameUse::Free);
+    assert_eq!(pte::pfn(pte_of_pud(&w, b, H)), table, "the table stays");
+    assert_eq!(w.hugetlb_pmds.len(), 1);
+    // B's second munmap: the table goes.
+    drive(&mut w, all, |w| exited(w, 0));
+    assert_eq!(pte_of_pud(&w, b, H), 0, "B's PUD entry cleared");
+    assert!(w.hugetlb_pmds.is_empty());
+    assert_eq!(w.mem.usage(pages[1]), FrameUse::Free);
+    assert_eq!(w.mms[b as usize].vmas.len(), 2, "the neighbours stay");
+    assert!(w.hugetlb_i_mmap_rwsem.writer.is_none());
+    assert!(w.violations.is_empty(), "{:?}", w.violations);
+}
+
+/// The PUD entry (in `mm`'s PUD table) that maps `va`'s PMD table (0: none).
+fn pte_of_pud(w: &World, mm: MmId, va: u64) -> u64 {
+    pud_table(w, mm, va).map_or(0, |pud| w.mem.read(pud, table_index(va, 3)).unwrap_or(0))
+}
