@@ -328,7 +328,8 @@ fn vmap_world(cpus: u32) -> (World, MmId) {
 /// `init_mm`, writable (kernel data: `PAGE_KERNEL` is RW, accessed and
 /// dirty), the guard page unmapped. A second area starts after the
 /// first's guard page. A `vmalloc` of an object that exists, or of 0
-/// pages, does nothing.
+/// pages, does nothing. `vfree` (`vunmap_range_noflush`, `__free_page`)
+/// clears each of the area's PTEs and frees each page.
 #[test]
 fn vmalloc_maps_each_page_and_leaves_a_guard_page() {
     let (mut w, mm) = vmap_world(1);
@@ -358,6 +359,12 @@ fn vmalloc_maps_each_page_and_leaves_a_guard_page() {
     );
     vmalloc(&mut w, mm, 3, 1, false);
     assert_eq!(obj_va(&w, 3), Some(vpage(7)));
+    // vfree: every page's PTE cleared, every page freed.
+    vfree(&mut w, mm, 0);
+    for (i, &pfn) in frames.iter().enumerate() {
+        assert!(!pte::present(kpte(&w, vpage(i as u64))), "page {i}");
+        assert_eq!(w.mem.usage(pfn), FrameUse::Free);
+    }
     assert!(w.violations.is_empty(), "{:?}", w.violations);
 }
 
@@ -632,6 +639,34 @@ fn munmap_across_vmas_ends_each_vma_inside_the_range() {
     assert!(w.violations.is_empty(), "{:?}", w.violations);
 }
 
+/// A munmap inside one VMA splits it in three (`__split_vma` twice): the
+/// lower and upper parts stay, in address order between the neighbours
+/// (X before, Z after), and only the middle's PTEs go.
+#[test]
+fn munmap_inside_a_vma_keeps_its_lower_and_upper_parts() {
+    let vmas = [(0, M), (M, 5 * M), (5 * M, 6 * M)];
+    let (mut w, mm) = mm_world(&vmas, &[(0, 6 * M)], vec![munmap(2 * M, 3 * M + K)]);
+    run_munmaps(&mut w);
+    let left: Vec<(u64, u64)> = w.mms[mm as usize]
+        .vmas
+        .iter()
+        .map(|v| (v.start - P, v.end - P))
+        .collect();
+    assert_eq!(
+        left,
+        vec![(0, M), (M, 2 * M), (3 * M + K, 5 * M), (5 * M, 6 * M)]
+    );
+    for (off, mapped) in [
+        (2 * M - K, true),
+        (2 * M, false),
+        (3 * M, false),
+        (3 * M + K, true),
+    ] {
+        assert_eq!(pte::present(pte_of(&w, mm, P + off)), mapped, "{off:#x}");
+    }
+    assert!(w.violations.is_empty(), "{:?}", w.violations);
+}
+
 /// 20 populated PTE tables in one munmap: as for `MADV_DONTNEED`, the
 /// full batches force one `tlb_flush_mmu` after the 19th table (the
 /// first 19 tables' pages free, the 20th table's still mapped), then the
@@ -693,15 +728,30 @@ fn munmap_unhooks_the_tables_in_a_step_before_the_flush() {
 /// start to the highest one's end, 2 GiB apart here: two PUD entries),
 /// frees every page,
 /// and `free_pgtables` frees the PTE tables and, the mm being empty, the
-/// PMD and PUD tables too (the PGD entries cleared).
+/// PMD and PUD tables too (the PGD entries cleared), in one step before
+/// the flush.
 #[test]
 fn exit_mmap_tears_down_every_vma_and_the_tables_above_them() {
     const G: u64 = 2 << 30;
     let vmas = [(0, M), (G, G + 2 * M)];
     let (mut w, mm) = mm_world(&vmas, &[(0, M), (G, G + 2 * M)], vec![UserOp::Exit]);
     let pages = pfns(&w, mm, [P, P + M - K, P + G, P + G + 2 * M - K]);
-    let pcs = run_munmaps(&mut w);
-    assert!(pcs.contains(&MunmapPc::Flush), "exit_mmap ran");
+    let (mut en, mut fx) = (Vec::new(), Effects::default());
+    for _ in 0..10_000 {
+        assert!(!exited(&w, 0), "the PGD entry was never cleared");
+        w.enabled(&mut en);
+        fx.clear();
+        w.step(en[0].0, en[0].1, &mut fx);
+        if pud_table(&w, mm, P).is_none() {
+            break;
+        }
+    }
+    // free_pgtables (PTE tables and the levels above) is one step, before
+    // the flush.
+    let m = munmap_frame(&w, 0).expect("exit_mmap");
+    assert!(m.fullmm);
+    assert_eq!(m.pc, MunmapPc::Flush);
+    drive(&mut w, all, |w| exited(w, 0));
     assert!(w.mms[mm as usize].vmas.is_empty());
     assert!(pages.iter().all(|&p| w.mem.usage(p) == FrameUse::Free));
     for off in [0, G] {
@@ -757,15 +807,17 @@ fn exit_mmap_only_for_the_last_user_of_the_mm() {
     assert!(w.violations.is_empty(), "{:?}", w.violations);
 }
 
-/// hugetlbfs: two mms map [H, H + 4 MiB) of one file and share its PMD
+/// hugetlbfs: two mms map [H, H + 8 MiB) of one file and share its PMD
 /// table (`huge_pmd_share`); in B, anonymous VMAs end right at H's 1 GiB
 /// region and start right at its end. A's munmap only unshares
 /// (`huge_pmd_unshare`: its PUD entry cleared, the share count to 1, a
-/// full unshare) and leaves B's huge pages mapped. B, now the last user,
-/// unmaps [H, H + 2 MiB): the huge PMD is cleared (512 pages zapped, the
-/// huge page freed after the flush) but the table stays, the VMA still
-/// mapping [H + 2 MiB, H + 4 MiB) of its region; unmapping that frees the
-/// table (PUD entry cleared, no shared table left) and releases
+/// full unshare) and leaves B's huge pages (at H, H + 2M, H + 4M; M =
+/// 2 MiB) mapped. B, now the last user (`__unmap_hugepage_range`):
+/// unmapping [H + 2M, H + 4M) clears that huge PMD only (512 pages
+/// zapped, the huge page freed after the flush; H's and H + 4M's stay);
+/// unmapping [H, H + 6M) clears the other two, but the table, empty now,
+/// stays while the VMA [H + 6M, H + 8M) still maps its region; unmapping
+/// that frees it (PUD entry cleared, no shared table left) and releases
 /// `i_mmap_rwsem`.
 #[test]
 fn hugetlb_munmap_unshares_then_the_last_user_frees_the_table() {
@@ -774,22 +826,31 @@ fn hugetlb_munmap_unshares_then_the_last_user_frees_the_table() {
     let mut w = new_world(2, &[]);
     let (a, b) = (w.mm_alloc().unwrap(), w.mm_alloc().unwrap());
     for mm in [a, b] {
-        w.add_vma_hugetlb(mm, H, 2 * M);
+        w.add_vma_hugetlb(mm, H, 4 * M);
     }
     w.add_vma(b, H - M, M);
     w.add_vma(b, H + G, M);
     let touch = |addr| UserOp::Touch { addr, write: true };
     let unmap = |start, len| UserOp::Munmap { start, len };
     // (Compute: a pause between B's munmaps.)
-    let pause = UserOp::Compute { ns: 1 };
-    let prog = vec![touch(H), touch(H + M), unmap(H, M), pause, unmap(H + M, M)];
+    let pause = || UserOp::Compute { ns: 1 };
+    let prog = vec![
+        touch(H),
+        touch(H + M),
+        touch(H + 2 * M),
+        unmap(H + M, M),
+        pause(),
+        unmap(H, 3 * M),
+        pause(),
+        unmap(H + 3 * M, M),
+    ];
     w.spawn(b, 1, prog, true);
-    w.spawn(a, 0, vec![touch(H), unmap(H, 2 * M)], true);
-    drive(&mut w, |c, _| c == 1, |w| w.tasks[0].us.pc == 2);
+    w.spawn(a, 0, vec![touch(H), unmap(H, 4 * M)], true);
+    drive(&mut w, |c, _| c == 1, |w| w.tasks[0].us.pc == 3);
     drive(&mut w, |c, _| c == 0, |w| w.tasks[1].us.pc == 1);
     assert_eq!(w.counters.pmd_shares, 1);
     let table = pte::pfn(pte_of_pud(&w, b, H));
-    let pages = [H, H + M].map(|va| {
+    let pages = [H, H + M, H + 2 * M].map(|va| {
         let e = pmd(&w, b, va);
         assert!(pte::huge(e), "{va:#x}");
         pte::pfn(e)
@@ -805,13 +866,12 @@ fn hugetlb_munmap_unshares_then_the_last_user_frees_the_table() {
         (w.hugetlb_pmds[0].table, w.hugetlb_pmds[0].users),
         (table, 1)
     );
-    assert!(pte::huge(pmd(&w, b, H)) && pte::huge(pmd(&w, b, H + M)));
     assert!(pages.iter().all(|&p| w.mem.usage(p) != FrameUse::Free));
-    // B's first munmap: the huge PMD goes, the table stays.
+    // B's first munmap: the middle huge PMD only.
     let mut zapped = Vec::new();
     let (mut en, mut fx) = (Vec::new(), Effects::default());
     fx.tracing = true;
-    while w.tasks[0].us.pc < 4 {
+    while w.tasks[0].us.pc < 5 {
         w.enabled(&mut en);
         let &(c, k) = en.iter().find(|&&(c, k)| irq_or(1)(c, k)).unwrap();
         fx.clear();
@@ -821,18 +881,22 @@ fn hugetlb_munmap_unshares_then_the_last_user_frees_the_table() {
             _ => None,
         }));
     }
-    assert_eq!(zapped, vec![(512, H)], "one huge page");
-    assert_eq!(pmd(&w, b, H), 0);
-    assert!(pte::huge(pmd(&w, b, H + M)));
-    assert_eq!(w.mem.usage(pages[0]), FrameUse::Free);
-    assert_ne!(w.mem.usage(pages[1]), FrameUse::Free);
+    assert_eq!(zapped, vec![(512, H + M)], "one huge page");
+    assert!(pte::huge(pmd(&w, b, H)) && pte::huge(pmd(&w, b, H + 2 * M)));
+    assert_eq!(pmd(&w, b, H + M), 0);
+    assert_eq!(w.mem.usage(pages[1]), FrameUse::Free);
+    assert!(w.mem.usage(pages[0]) != FrameUse::Free && w.mem.usage(pages[2]) != FrameUse::Free);
+    // The second: the table is empty but [H + 6M, H + 8M) still maps the region.
+    drive(&mut w, irq_or(1), |w| w.tasks[0].us.pc == 7);
+    assert!(pmd(&w, b, H) == 0 && pmd(&w, b, H + 2 * M) == 0);
+    assert!(pages.iter().all(|&p| w.mem.usage(p) == FrameUse::Free));
+    assert!(w.mem.table_empty(table));
     assert_eq!(pte::pfn(pte_of_pud(&w, b, H)), table, "the table stays");
     assert_eq!(w.hugetlb_pmds.len(), 1);
-    // B's second munmap: the table goes.
+    // The third: the table goes.
     drive(&mut w, all, |w| exited(w, 0));
     assert_eq!(pte_of_pud(&w, b, H), 0, "B's PUD entry cleared");
     assert!(w.hugetlb_pmds.is_empty());
-    assert_eq!(w.mem.usage(pages[1]), FrameUse::Free);
     assert_eq!(w.mms[b as usize].vmas.len(), 2, "the neighbours stay");
     assert!(w.hugetlb_i_mmap_rwsem.writer.is_none());
     assert!(w.violations.is_empty(), "{:?}", w.violations);
