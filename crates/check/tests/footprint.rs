@@ -30,3 +30,30 @@ fn independent_steps_commute_on_every_check() {
         );
     }
 }
+
+/// The audit names each conflict by what it is: on RISC-V seed (d) under
+/// RVWMO the stores of different harts conflict through the weak memory's
+/// one order of messages (`field::WEAK_ORDER`: two stores never commute,
+/// `kernel/tests/weak_order.rs`), the harts joining and leaving the mm
+/// through `mm_cpumask`, and the accesses through the weak locations.
+#[test]
+fn the_audit_names_the_message_order_among_riscv_conflicts() {
+    let c = check::configs::find("riscv_defer_vs_switch").expect("in the catalogue");
+    let a = audit(&build(c, &[]).expect("builds"), 400);
+    let order = format!("field{}", kernel::world::field::WEAK_ORDER);
+    for key in [order.as_str(), "mm.cpumask", "weak_loc", "cpu"] {
+        assert!(
+            a.conflicts.get(key).is_some_and(|&n| n > 0),
+            "{key} not among {:?}",
+            a.conflicts.keys().collect::<Vec<_>>()
+        );
+    }
+    assert!(
+        a.conflicts
+            .keys()
+            .all(|k| !k.starts_with("kind")
+                || k == &format!("kind{}", machine::footprint::kind::ALL)),
+        "{:?}",
+        a.conflicts
+    );
+}
