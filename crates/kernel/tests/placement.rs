@@ -118,6 +118,24 @@ fn fork_keeps_the_allowed_numa_imbalance() {
     assert_eq!(select_task_rq_fair_fork(&w, parent, 0), 16);
 }
 
+/// NUMA, at the bound: the allowance counts the child (`dst_running` is
+/// the node's running tasks + 1). Four tasks on two CPUs of node 0 (the
+/// parent and one more on CPU 0, two on CPU 1) leave 14 idle against 16:
+/// an imbalance of 2, within NUMA_IMBALANCE_MIN, but with the child the
+/// node would run 5 > `imb_numa_nr` (4), so no allowance: the child goes
+/// to the idler node 1.
+#[test]
+fn fork_leaves_the_node_once_the_child_would_exceed_imb_numa_nr() {
+    let mut w = machine(32, &[]);
+    let parent = task(&mut w, 0, true);
+    for c in [0, 1, 1] {
+        task(&mut w, c, false);
+    }
+    assert_eq!(idle_cpus(&w, 0..16).len(), 14);
+    let c = select_task_rq_fair_fork(&w, parent, 0);
+    assert!(c >= 16, "goes to node 1, got {c}");
+}
+
 /// Wake-up: a task slept on CPU 4, which its timer wakes while another
 /// task runs there. `wake_affine` has nothing to choose (waker and prev are
 /// the same CPU); `select_idle_sibling` finds CPU 4 busy and scans the LLC
