@@ -8,6 +8,8 @@
 //! run. The old model took no lock in madvise or munmap, and its faults
 //! waited on any `mmap_lock` writer of the mm.
 
+mod common;
+use common::drive;
 use kernel::mm::khugepaged::{Pc, ScanResult, EINVAL};
 use kernel::user::UserOp;
 use kernel::world::{Frame, StepKind, TaskState};
@@ -55,22 +57,6 @@ fn assert_failed_pmd_null(w: &World) {
         .position(|&r| r == ScanResult::PmdNull);
     assert_eq!(w.counters.collapse_fail[pmd_null.unwrap()], 1);
     assert_eq!(w.tasks[0].us.ret, -EINVAL);
-}
-
-fn drive(w: &mut World, allow: impl Fn(CpuId, StepKind) -> bool, done: impl Fn(&World) -> bool) {
-    let (mut en, mut fx) = (Vec::new(), Effects::default());
-    for _ in 0..10_000 {
-        if done(w) {
-            return;
-        }
-        w.enabled(&mut en);
-        let Some(&(c, k)) = en.iter().find(|&&(c, k)| allow(c, k)) else {
-            panic!("stuck: nothing allowed among {en:?}");
-        };
-        fx.clear();
-        w.step(c, k, &mut fx);
-    }
-    panic!("did not finish");
 }
 
 /// Run only `cpu` until it cannot go on (blocked) or its task exited.

@@ -6,6 +6,8 @@
 //! unmap). See docs/mutants.md. Every expected PTE, lock, counter and
 //! freed frame is derived in a comment from the kernel.
 
+mod common;
+use common::drive;
 use kernel::mm::madvise::{MadviseDontneed, Pc as MadvPc};
 use kernel::mm::memory::{populate_range, pte_table};
 use kernel::user::UserOp;
@@ -35,24 +37,6 @@ fn pte_of(w: &World, mm: MmId, va: u64) -> u64 {
 
 fn exited(w: &World, t: TaskId) -> bool {
     w.tasks[t as usize].state == TaskState::Exited
-}
-
-/// Step the enabled CPUs allowed by `allow` (first enabled first) until
-/// `done`.
-fn drive(w: &mut World, allow: impl Fn(CpuId, StepKind) -> bool, done: impl Fn(&World) -> bool) {
-    let (mut en, mut fx) = (Vec::new(), Effects::default());
-    for _ in 0..200_000 {
-        if done(w) {
-            return;
-        }
-        w.enabled(&mut en);
-        let Some(&(c, k)) = en.iter().find(|&&(c, k)| allow(c, k)) else {
-            panic!("stuck: nothing allowed among {en:?}");
-        };
-        fx.clear();
-        w.step(c, k, &mut fx);
-    }
-    panic!("did not finish");
 }
 
 fn all(_: CpuId, _: StepKind) -> bool {
@@ -736,21 +720,7 @@ fn exit_mmap_tears_down_every_vma_and_the_tables_above_them() {
     let vmas = [(0, M), (G, G + 2 * M)];
     let (mut w, mm) = mm_world(&vmas, &[(0, M), (G, G + 2 * M)], vec![UserOp::Exit]);
     let pages = pfns(&w, mm, [P, P + M - K, P + G, P + G + 2 * M - K]);
-    let (mut en, mut fx) = (Vec::new(), Effects::default());
-    for _ in 0..10_000 {
-        assert!(!exited(&w, 0), "the PGD entry was never cleared");
-        w.enabled(&mut en);
-        fx.clear();
-        w.step(en[0].0, en[0].1, &mut fx);
-        if pud_table(&w, mm, P).is_none() {
-            break;
-        }
-    }
-    // free_pgtables (PTE tables and the levels above) is one step, before
-    // the flush.
-    let m = munmap_frame(&w, 0).expect("exit_mmap");
-    assert!(m.fullmm);
-    assert_eq!(m.pc, MunmapPc::Flush);
+    step_until_exit_mmap_freed_the_upper_tables(&mut w, mm);
     drive(&mut w, all, |w| exited(w, 0));
     assert!(w.mms[mm as usize].vmas.is_empty());
     assert!(pages.iter().all(|&p| w.mem.usage(p) == FrameUse::Free));
@@ -758,6 +728,25 @@ fn exit_mmap_tears_down_every_vma_and_the_tables_above_them() {
         assert_eq!(pud_table(&w, mm, P + off), None, "PGD entry at {off:#x}");
     }
     assert!(w.violations.is_empty(), "{:?}", w.violations);
+}
+
+/// Step task 0's exit until the PGD entry of P is cleared, and check that
+/// `free_pgtables` (the PTE tables and the levels above) was one step of
+/// `exit_mmap`'s `fullmm` gather, before its flush.
+fn step_until_exit_mmap_freed_the_upper_tables(w: &mut World, mm: MmId) {
+    let (mut en, mut fx) = (Vec::new(), Effects::default());
+    for _ in 0..10_000 {
+        assert!(!exited(w, 0), "the PGD entry was never cleared");
+        w.enabled(&mut en);
+        fx.clear();
+        w.step(en[0].0, en[0].1, &mut fx);
+        if pud_table(w, mm, P).is_none() {
+            break;
+        }
+    }
+    let m = munmap_frame(w, 0).expect("exit_mmap");
+    assert!(m.fullmm);
+    assert_eq!(m.pc, MunmapPc::Flush);
 }
 
 /// An mm whose VMAs are all gone still has the PMD and PUD tables its
@@ -774,19 +763,7 @@ fn exit_mmap_of_an_empty_mm_frees_the_upper_tables() {
         pud_table(&w, mm, P).is_some(),
         "munmap left the upper tables"
     );
-    let (mut en, mut fx) = (Vec::new(), Effects::default());
-    for _ in 0..1000 {
-        assert!(!exited(&w, 0), "the PGD entry was never cleared");
-        w.enabled(&mut en);
-        fx.clear();
-        w.step(en[0].0, en[0].1, &mut fx);
-        if pud_table(&w, mm, P).is_none() {
-            break;
-        }
-    }
-    let m = munmap_frame(&w, 0).expect("exit_mmap");
-    assert!(m.fullmm);
-    assert_eq!(m.pc, MunmapPc::Flush);
+    step_until_exit_mmap_freed_the_upper_tables(&mut w, mm);
     drive(&mut w, all, |w| exited(w, 0));
     assert!(w.violations.is_empty(), "{:?}", w.violations);
 }

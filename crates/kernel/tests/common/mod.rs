@@ -2,10 +2,11 @@
 // Each test binary uses some of them.
 #![allow(dead_code)]
 
+use kernel::world::StepKind;
 use kernel::{Effects, MmId, World};
 use machine::scenario::Arch;
 use machine::tlb::TlbHit;
-use machine::{Pfn, Scenario};
+use machine::{CpuId, Pfn, Scenario};
 
 /// A validated world of `arch` with `cpus` CPUs and `sets` applied,
 /// nothing running.
@@ -55,4 +56,27 @@ pub fn tlb_hit(owner: MmId, pfn: Pfn, writable: bool) -> TlbHit {
         huge: false,
         owner,
     }
+}
+
+/// Step the enabled CPUs allowed by `allow` (the first enabled first)
+/// until `done`; panics when nothing allowed is enabled or after 200,000
+/// steps.
+pub fn drive(
+    w: &mut World,
+    allow: impl Fn(CpuId, StepKind) -> bool,
+    done: impl Fn(&World) -> bool,
+) {
+    let (mut en, mut fx) = (Vec::new(), Effects::default());
+    for _ in 0..200_000 {
+        if done(w) {
+            return;
+        }
+        w.enabled(&mut en);
+        let Some(&(c, k)) = en.iter().find(|&&(c, k)| allow(c, k)) else {
+            panic!("stuck: nothing allowed among {en:?}");
+        };
+        fx.clear();
+        w.step(c, k, &mut fx);
+    }
+    panic!("did not finish");
 }
