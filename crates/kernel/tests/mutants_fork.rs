@@ -6,12 +6,14 @@
 //! the kernel + sim mutation runs do not build. Every expected PTE,
 //! reference count and charge is derived in a comment from the kernel.
 
+mod common;
+use common::pte_of;
 use kernel::effects::Charge;
-use kernel::mm::memory::{populate_range, pte_table};
+use kernel::mm::memory::populate_range;
 use kernel::user::UserOp;
 use kernel::world::StepKind;
 use kernel::{Effects, MmId, World};
-use machine::mem::{pte, table_index};
+use machine::mem::pte;
 use machine::{Cost, Scenario, HPAGE_SIZE, PAGE_SIZE};
 use std::sync::Arc;
 
@@ -47,13 +49,6 @@ fn pages() -> Vec<(u64, bool)> {
         (F.0, false),
         (F.0 + PAGE_SIZE, false),
     ]
-}
-
-fn pte_of(w: &World, mm: MmId, va: u64) -> u64 {
-    let Some(t) = pte_table(w, mm, va) else {
-        return 0;
-    };
-    w.mem.read(t, table_index(va, 1)).unwrap_or(0)
 }
 
 /// The parent (task 0, CPU 0) is about to fork a child for CPU 1 (which

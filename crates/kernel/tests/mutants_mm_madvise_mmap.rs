@@ -7,33 +7,18 @@
 //! freed frame is derived in a comment from the kernel.
 
 mod common;
-use common::drive;
+use common::{drive, pte_of, world};
 use kernel::mm::madvise::{MadviseDontneed, Pc as MadvPc};
-use kernel::mm::memory::{populate_range, pte_table};
+use kernel::mm::memory::populate_range;
 use kernel::user::UserOp;
 use kernel::world::{Frame, StepKind, TaskState};
 use kernel::{Effects, MmId, TaskId, World};
 use machine::mem::{pte, table_index, FrameUse};
-use machine::{CpuId, Pfn, Scenario, HPAGE_SIZE, PAGE_SIZE};
+use machine::scenario::Arch;
+use machine::{CpuId, Pfn, HPAGE_SIZE, PAGE_SIZE};
 
 /// A 2 MiB-aligned base: each PTE table maps [P + k * 2 MiB, + 2 MiB).
 const P: u64 = 0x7f00_0000_0000;
-
-fn new_world(cpus: u32, sets: &[&str]) -> World {
-    let mut s = Scenario::default();
-    s.machine.cpus = cpus;
-    for kv in sets {
-        s.set(kv).unwrap();
-    }
-    World::new(&s).unwrap()
-}
-
-fn pte_of(w: &World, mm: MmId, va: u64) -> u64 {
-    let Some(t) = pte_table(w, mm, va) else {
-        return 0;
-    };
-    w.mem.read(t, table_index(va, 1)).unwrap_or(0)
-}
 
 fn exited(w: &World, t: TaskId) -> bool {
     w.tasks[t as usize].state == TaskState::Exited
@@ -70,7 +55,7 @@ fn pfns(w: &World, mm: MmId, vas: impl IntoIterator<Item = u64>) -> Vec<Pfn> {
 /// task 0 on CPU 0 runs `MADV_DONTNEED` of `[start, start + len)` (and no
 /// `exit()`: the mm stays for the checks). `split_at`: two VMAs instead.
 fn madvise_world(cpus: u32, start: u64, len: u64, split_at: Option<u64>) -> (World, MmId) {
-    let mut w = new_world(cpus, &[]);
+    let mut w = world(Arch::X86, cpus, &[]);
     let mm = w.mm_alloc().unwrap();
     match split_at {
         // Two adjacent VMAs, as an mprotect split leaves.
@@ -195,7 +180,7 @@ fn madvise_dontneed_queued_in_mmap_read_lock_runs_once_granted() {
 #[test]
 fn madvise_dontneed_flushes_once_mid_zap_when_the_batches_fill() {
     const TABLES: u64 = 20;
-    let mut w = new_world(1, &[]);
+    let mut w = world(Arch::X86, 1, &[]);
     let mm = w.mm_alloc().unwrap();
     let end = P + TABLES * HPAGE_SIZE;
     w.add_vma(mm, P, end - P);
@@ -301,7 +286,7 @@ fn purges(labels: &[Label]) -> Vec<(u64, u64)> {
 }
 
 fn vmap_world(cpus: u32) -> (World, MmId) {
-    let mut w = new_world(cpus, &[]);
+    let mut w = world(Arch::X86, cpus, &[]);
     let mm = w.mm_alloc().unwrap();
     (w, mm)
 }
@@ -517,7 +502,7 @@ fn run_munmaps(w: &mut World) -> Vec<MunmapPc> {
 /// Anonymous VMAs at `[s, e)` offsets from P, populated in the offsets
 /// `pop`; task 0 on CPU 0 runs `prog`.
 fn mm_world(vmas: &[(u64, u64)], pop: &[(u64, u64)], prog: Vec<UserOp>) -> (World, MmId) {
-    let mut w = new_world(1, &[]);
+    let mut w = world(Arch::X86, 1, &[]);
     let mm = w.mm_alloc().unwrap();
     for &(s, e) in vmas {
         w.add_vma(mm, P + s, e - s);
@@ -800,7 +785,7 @@ fn exit_mmap_only_for_the_last_user_of_the_mm() {
 fn hugetlb_munmap_unshares_then_the_last_user_frees_the_table() {
     const H: u64 = 0x7f40_0000_0000;
     const G: u64 = 1 << 30;
-    let mut w = new_world(2, &[]);
+    let mut w = world(Arch::X86, 2, &[]);
     let (a, b) = (w.mm_alloc().unwrap(), w.mm_alloc().unwrap());
     for mm in [a, b] {
         w.add_vma_hugetlb(mm, H, 4 * M);

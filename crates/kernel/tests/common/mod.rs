@@ -80,3 +80,11 @@ pub fn drive(
     }
     panic!("did not finish");
 }
+
+/// The PTE mapping `va` in `mm` (0 when no PTE table covers it).
+pub fn pte_of(w: &World, mm: MmId, va: u64) -> u64 {
+    let Some(t) = kernel::mm::memory::pte_table(w, mm, va) else {
+        return 0;
+    };
+    w.mem.read(t, machine::mem::table_index(va, 1)).unwrap_or(0)
+}
